@@ -1,0 +1,228 @@
+package config
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// DefaultMaxLeaders is a tenant's concurrent upstream calls per instance
+// when the tenants file does not say.
+const DefaultMaxLeaders = 8
+
+// TenantsFile is the parsed tenants file.
+type TenantsFile struct {
+	Tenants []TenantSpec `yaml:"tenants"`
+}
+
+// TenantSpec is one tenant as the tenants file declares it. Pointer fields
+// distinguish "absent" from an explicit zero.
+type TenantSpec struct {
+	// ID names the tenant inside Redis keys, metrics and logs: [a-z0-9_-]{1,64}.
+	ID string `yaml:"id"`
+	// Keys are the sha256 hashes of the tenant's bearer keys.
+	Keys []KeySpec `yaml:"keys"`
+	// RequestsPerMinute limits every request; 0 or absent = unlimited.
+	RequestsPerMinute int `yaml:"requests_per_minute"`
+	// TokensPerMinute limits upstream token spend; 0 or absent = unlimited.
+	TokensPerMinute int `yaml:"tokens_per_minute"`
+	// MaxLeaders bounds concurrent upstream calls per instance; default 8.
+	MaxLeaders *int `yaml:"max_leaders"`
+	// Models is the allow-list; absent = every model.
+	Models []string `yaml:"models"`
+	// CacheTTL overrides CORRAL_CACHE_TTL for this tenant.
+	CacheTTL *Duration `yaml:"cache_ttl"`
+	// NegativeTTL overrides CORRAL_NEGATIVE_TTL for this tenant.
+	NegativeTTL *Duration `yaml:"negative_ttl"`
+	// Cache false means never cache or coalesce this tenant's requests.
+	Cache *bool `yaml:"cache"`
+}
+
+// Duration is a Go-syntax duration in the tenants file ("30s", "1h").
+// A malformed value is kept and reported by validation, which knows the
+// field's path and line; the YAML decoder's own error would not.
+type Duration struct {
+	time.Duration
+	bad string // the malformed text, "" when valid
+}
+
+// UnmarshalText parses a duration, remembering a malformed one.
+func (d *Duration) UnmarshalText(text []byte) error {
+	v, err := time.ParseDuration(string(text))
+	if err != nil {
+		d.bad = string(text)
+		if d.bad == "" {
+			d.bad = `""`
+		}
+		return nil
+	}
+	d.Duration = v
+	return nil
+}
+
+// KeySpec is one accepted key, stored only as its hash.
+type KeySpec struct {
+	SHA256 string `yaml:"sha256"`
+}
+
+// Leaders returns MaxLeaders or its default.
+func (t TenantSpec) Leaders() int {
+	if t.MaxLeaders == nil {
+		return DefaultMaxLeaders
+	}
+	return *t.MaxLeaders
+}
+
+// Caches reports whether the tenant's requests are cached and coalesced.
+func (t TenantSpec) Caches() bool { return t.Cache == nil || *t.Cache }
+
+// FileError is a problem in the tenants file, located by line and field.
+type FileError struct {
+	File    string
+	Line    int    // 0 when unknown
+	Field   string // e.g. tenants[1].id
+	Problem string
+}
+
+func (e *FileError) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Field == "" {
+		return fmt.Sprintf("tenants file %s: %s", loc, e.Problem)
+	}
+	return fmt.Sprintf("tenants file %s: %s: %s", loc, e.Field, e.Problem)
+}
+
+var tenantIDPattern = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
+// LoadTenants reads and validates the tenants file at path.
+func LoadTenants(path string) (*TenantsFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tenants file: %w", err)
+	}
+	return ParseTenants(path, data)
+}
+
+// ParseTenants parses and validates tenants file content; name is used in
+// error messages.
+func ParseTenants(name string, data []byte) (*TenantsFile, error) {
+	var tf TenantsFile
+	dec := yaml.NewDecoder(bytes.NewReader(data), yaml.DisallowUnknownField())
+	if err := dec.Decode(&tf); err != nil {
+		var ye yaml.Error
+		if errors.As(err, &ye) {
+			fe := &FileError{File: name, Problem: ye.GetMessage()}
+			if tok := ye.GetToken(); tok != nil && tok.Position != nil {
+				fe.Line = tok.Position.Line
+				fe.Field = tok.Value
+			}
+			return nil, fe
+		}
+		return nil, &FileError{File: name, Problem: err.Error()}
+	}
+	v := validator{name: name, data: data}
+	return &tf, v.validate(&tf)
+}
+
+type validator struct {
+	name string
+	data []byte
+	errs []error
+}
+
+func (v *validator) fail(path, field, format string, args ...any) {
+	v.errs = append(v.errs, &FileError{
+		File:    v.name,
+		Line:    v.line("$." + path),
+		Field:   field,
+		Problem: fmt.Sprintf(format, args...),
+	})
+}
+
+// line finds the line of a YAML path; the decoder already proved the file
+// parses, so a failed lookup only loses the line number.
+func (v *validator) line(path string) int {
+	p, err := yaml.PathString(path)
+	if err != nil {
+		return 0
+	}
+	f, err := parser.ParseBytes(v.data, 0)
+	if err != nil {
+		return 0
+	}
+	n, err := p.FilterFile(f)
+	if err != nil || n == nil || n.GetToken() == nil || n.GetToken().Position == nil {
+		return 0
+	}
+	return n.GetToken().Position.Line
+}
+
+func (v *validator) duration(path string, d *Duration) {
+	switch {
+	case d == nil:
+	case d.bad != "":
+		v.fail(path, path, "bad duration %q: use Go syntax such as 30s, 5m, 1h", d.bad)
+	case d.Duration <= 0:
+		v.fail(path, path, "must be a positive duration")
+	}
+}
+
+func (v *validator) validate(tf *TenantsFile) error {
+	ids := map[string]int{}
+	hashes := map[string]string{}
+	for i, t := range tf.Tenants {
+		at := fmt.Sprintf("tenants[%d]", i)
+		if !tenantIDPattern.MatchString(t.ID) {
+			v.fail(at+".id", at+".id", "bad id %q: must match [a-z0-9_-]{1,64}", t.ID)
+		} else if prev, dup := ids[t.ID]; dup {
+			v.fail(at+".id", at+".id", "duplicate id %q (also tenants[%d])", t.ID, prev)
+		} else {
+			ids[t.ID] = i
+		}
+		if len(t.Keys) == 0 {
+			v.fail(at, at+".keys", "at least one key is required")
+		}
+		for j, k := range t.Keys {
+			kat := fmt.Sprintf("%s.keys[%d].sha256", at, j)
+			raw, err := hex.DecodeString(k.SHA256)
+			if err != nil || len(raw) != 32 {
+				v.fail(kat, kat, "must be 64 hex characters (sha256 of the key; see `gateway keygen`)")
+				continue
+			}
+			norm := hex.EncodeToString(raw)
+			if owner, dup := hashes[norm]; dup {
+				v.fail(kat, kat, "duplicate key hash (also used by tenant %q)", owner)
+				continue
+			}
+			hashes[norm] = t.ID
+		}
+		if t.RequestsPerMinute < 0 {
+			v.fail(at+".requests_per_minute", at+".requests_per_minute", "must be 0 (unlimited) or positive")
+		}
+		if t.TokensPerMinute < 0 {
+			v.fail(at+".tokens_per_minute", at+".tokens_per_minute", "must be 0 (unlimited) or positive")
+		}
+		if t.MaxLeaders != nil && *t.MaxLeaders < 1 {
+			v.fail(at+".max_leaders", at+".max_leaders", "must be at least 1")
+		}
+		v.duration(at+".cache_ttl", t.CacheTTL)
+		v.duration(at+".negative_ttl", t.NegativeTTL)
+		for j, m := range t.Models {
+			if m == "" {
+				mat := fmt.Sprintf("%s.models[%d]", at, j)
+				v.fail(mat, mat, "empty model name")
+			}
+		}
+	}
+	return errors.Join(v.errs...)
+}

@@ -1,0 +1,125 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const hashA = "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
+const hashB = "fcde2b2edba56bf408601fb721fe9b5c338d10ee429ea04fae5511b68fbf8fb9"
+
+func TestParseTenantsYAML(t *testing.T) {
+	tf, err := ParseTenants("t.yaml", []byte(`
+tenants:
+  - id: acme
+    keys:
+      - sha256: "`+hashA+`"
+    requests_per_minute: 600
+    tokens_per_minute: 200000
+    max_leaders: 4
+    models: ["gpt-4o-mini"]
+    cache_ttl: 2h
+    cache: false
+  - id: beta_2
+    keys: [{sha256: "`+strings.ToUpper(hashB)+`"}]
+`))
+	if err != nil {
+		t.Fatalf("ParseTenants: %v", err)
+	}
+	if len(tf.Tenants) != 2 {
+		t.Fatalf("got %d tenants, want 2", len(tf.Tenants))
+	}
+	a, b := tf.Tenants[0], tf.Tenants[1]
+	if a.ID != "acme" || a.RequestsPerMinute != 600 || a.TokensPerMinute != 200000 || a.Leaders() != 4 ||
+		a.CacheTTL.Duration != 2*time.Hour || a.Caches() || len(a.Models) != 1 {
+		t.Errorf("tenant acme = %+v", a)
+	}
+	if b.Leaders() != DefaultMaxLeaders || !b.Caches() || b.CacheTTL != nil || b.Models != nil {
+		t.Errorf("tenant beta_2 defaults = %+v", b)
+	}
+}
+
+func TestParseTenantsJSON(t *testing.T) {
+	tf, err := ParseTenants("t.json", []byte(`{"tenants":[{"id":"acme","keys":[{"sha256":"`+hashA+`"}],"models":["a","b"]}]}`))
+	if err != nil {
+		t.Fatalf("ParseTenants(JSON): %v", err)
+	}
+	if tf.Tenants[0].ID != "acme" || len(tf.Tenants[0].Models) != 2 {
+		t.Errorf("got %+v", tf.Tenants[0])
+	}
+}
+
+func TestParseTenantsErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		give string
+		want []string // substrings of the error
+	}{
+		{
+			name: "unknown field",
+			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n    colour: blue\n",
+			want: []string{"t.yaml:4", "colour", "unknown field"},
+		},
+		{
+			name: "duplicate id",
+			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n  - id: acme\n    keys: [{sha256: \"" + hashB + "\"}]\n",
+			want: []string{"t.yaml:4", "tenants[1].id", "duplicate id"},
+		},
+		{
+			name: "duplicate key hash across tenants",
+			give: "tenants:\n  - id: a\n    keys: [{sha256: \"" + hashA + "\"}]\n  - id: b\n    keys:\n      - sha256: \"" + strings.ToUpper(hashA) + "\"\n",
+			want: []string{"t.yaml:6", "tenants[1].keys[0].sha256", "duplicate key hash"},
+		},
+		{
+			name: "bad id",
+			give: "tenants:\n  - id: Acme Corp\n    keys: [{sha256: \"" + hashA + "\"}]\n",
+			want: []string{"t.yaml:2", "tenants[0].id", "bad id"},
+		},
+		{
+			name: "bad duration",
+			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n    cache_ttl: forever\n",
+			want: []string{"t.yaml:4", "forever"},
+		},
+		{
+			name: "bad hash",
+			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"abc\"}]\n",
+			want: []string{"t.yaml:3", "tenants[0].keys[0].sha256", "64 hex"},
+		},
+		{
+			name: "no keys",
+			give: "tenants:\n  - id: acme\n",
+			want: []string{"tenants[0].keys", "at least one key"},
+		},
+		{
+			name: "negative limit",
+			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n    requests_per_minute: -1\n",
+			want: []string{"t.yaml:4", "requests_per_minute"},
+		},
+		{
+			name: "zero leaders",
+			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n    max_leaders: 0\n",
+			want: []string{"t.yaml:4", "max_leaders"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseTenants("t.yaml", []byte(tt.give))
+			if err == nil {
+				t.Fatal("ParseTenants succeeded; want an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadTenantsMissingFile(t *testing.T) {
+	_, err := LoadTenants(t.TempDir() + "/nope.yaml")
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Errorf("LoadTenants(missing) error = %v; want it to name the file", err)
+	}
+}

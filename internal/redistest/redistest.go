@@ -1,0 +1,182 @@
+// Package redistest starts a real, private redis-server for tests.
+//
+// Every behaviour Corral claims about Redis (locks, pub/sub, rate limits,
+// outages) is tested against a real server, never an in-memory fake. Each
+// call to Start runs its own redis-server on a free loopback port with no
+// persistence, so parallel test binaries never share state and no test has
+// to flush a shared database.
+//
+// When redis-server is not installed the test is skipped locally but fails
+// when CI=true, so a missing server can never turn into a green run.
+// CORRAL_TEST_REDIS_URL points the tests at an existing server instead; such
+// a server cannot be stopped by Stop, so outage tests skip on it.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is one redis-server owned by a test.
+type Server struct {
+	tb   testing.TB
+	bin  string
+	port int
+	url  string
+
+	mu  sync.Mutex // protects cmd
+	cmd *exec.Cmd  // nil while stopped or when external
+}
+
+// Start launches a redis-server on a free loopback port and registers its
+// shutdown with tb.Cleanup.
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	if u := os.Getenv("CORRAL_TEST_REDIS_URL"); u != "" {
+		return &Server{tb: tb, url: u}
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("redistest: redis-server not found on PATH; CI must install it")
+		}
+		tb.Skip("redistest: redis-server not installed; set CORRAL_TEST_REDIS_URL or install redis-server")
+	}
+	s := &Server{tb: tb, bin: bin}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		s.port, err = freePort()
+		if err != nil {
+			tb.Fatalf("redistest: free port: %v", err)
+		}
+		s.url = fmt.Sprintf("redis://127.0.0.1:%d/0", s.port)
+		if lastErr = s.launch(); lastErr == nil {
+			tb.Cleanup(s.Stop)
+			return s
+		}
+	}
+	tb.Fatalf("redistest: start redis-server: %v", lastErr)
+	return nil
+}
+
+// URL is the redis:// URL of the server, as CORRAL_REDIS_URL takes it.
+func (s *Server) URL() string { return s.url }
+
+// Addr is host:port of the server.
+func (s *Server) Addr() string {
+	opt, err := redis.ParseURL(s.url)
+	if err != nil {
+		s.tb.Fatalf("redistest: parse url: %v", err)
+	}
+	return opt.Addr
+}
+
+// Client returns a new client for the server, closed at test cleanup.
+func (s *Server) Client() *redis.Client {
+	opt, err := redis.ParseURL(s.url)
+	if err != nil {
+		s.tb.Fatalf("redistest: parse url: %v", err)
+	}
+	c := redis.NewClient(opt)
+	s.tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Stop kills the server (an outage). It is safe to call twice.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Restart starts the server again on the same port, empty, after Stop.
+func (s *Server) Restart() {
+	s.tb.Helper()
+	if s.bin == "" {
+		s.tb.Skip("redistest: cannot restart an external CORRAL_TEST_REDIS_URL server")
+	}
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		if err = s.launch(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // the old socket may linger briefly
+	}
+	s.tb.Fatalf("redistest: restart: %v", err)
+}
+
+// Stoppable reports whether Stop and Restart control this server.
+func (s *Server) Stoppable() bool { return s.bin != "" }
+
+func (s *Server) launch() error {
+	cmd := exec.Command(s.bin,
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--protected-mode", "no",
+		"--loglevel", "warning",
+	)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	if err := waitReady(s.url, cmd); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return err
+	}
+	s.mu.Lock()
+	s.cmd = cmd
+	s.mu.Unlock()
+	return nil
+}
+
+// waitReady polls PING until the new server answers; the process gives no
+// other readiness signal. It gives up early when the process has exited
+// (for example because the port was taken).
+func waitReady(url string, cmd *exec.Cmd) error {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	opt.MaxRetries = -1
+	c := redis.NewClient(opt)
+	defer c.Close()
+	for i := 0; i < 500; i++ {
+		if cmd.Process.Signal(syscall.Signal(0)) != nil {
+			return fmt.Errorf("redis-server on %s exited during start", opt.Addr)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		err = c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("redis-server on %s not ready: %w", opt.Addr, err)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,171 @@
+// Package tenant holds Corral's tenants: who a bearer key belongs to, what
+// that tenant may do, and the per-tenant leader semaphore that bounds its
+// concurrent upstream calls on this instance.
+//
+// Keys are never held in clear: the registry knows only their SHA-256
+// digests, and a presented key is hashed and then compared in constant
+// time, so neither the tenants file nor a heap dump reveals a usable key.
+package tenant
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// Tenant is one team behind the gateway and its policy.
+type Tenant struct {
+	// ID names the tenant in keys, metrics and logs.
+	ID string
+	// RequestsPerMinute and TokensPerMinute are limits; 0 = unlimited.
+	RequestsPerMinute int
+	TokensPerMinute   int
+	// MaxLeaders bounds concurrent upstream calls on this instance.
+	MaxLeaders int
+	// Models is the sorted allow-list; nil allows every model.
+	Models []string
+	// CacheTTL is the positive TTL for this tenant's entries.
+	CacheTTL time.Duration
+	// NegativeTTL is the negative TTL for this tenant's failures.
+	NegativeTTL time.Duration
+	// Cache false means never cache or coalesce this tenant's requests.
+	Cache bool
+
+	// Leaders is the per-instance leader semaphore (MaxLeaders permits).
+	Leaders *semaphore.Weighted
+}
+
+// Allows reports whether the tenant may use model.
+func (t *Tenant) Allows(model string) bool {
+	if t.Models == nil {
+		return true
+	}
+	_, ok := slices.BinarySearch(t.Models, model)
+	return ok
+}
+
+// Spec is what the registry needs to build a tenant; cmd/gateway fills it
+// from the tenants file.
+type Spec struct {
+	ID                string
+	KeySHA256         []string // hex digests
+	RequestsPerMinute int
+	TokensPerMinute   int
+	MaxLeaders        int
+	Models            []string // nil = all
+	CacheTTL          time.Duration
+	NegativeTTL       time.Duration
+	Cache             bool
+}
+
+// Registry maps key digests to tenants. It is immutable after New; a
+// reload builds a new Registry and swaps it in.
+type Registry struct {
+	// byDigest is keyed by the SHA-256 of a bearer key.
+	byDigest map[[sha256.Size]byte]keyEntry
+	byID     map[string]*Tenant
+}
+
+// NewRegistry builds a registry. Validation of ids and duplicates happens
+// in config; NewRegistry still refuses malformed digests and duplicates so
+// it is safe to call directly.
+func NewRegistry(specs []Spec) (*Registry, error) {
+	r := &Registry{
+		byDigest: make(map[[sha256.Size]byte]keyEntry),
+		byID:     make(map[string]*Tenant, len(specs)),
+	}
+	for _, s := range specs {
+		if _, dup := r.byID[s.ID]; dup {
+			return nil, fmt.Errorf("tenant: duplicate id %q", s.ID)
+		}
+		leaders := s.MaxLeaders
+		if leaders < 1 {
+			leaders = 1
+		}
+		t := &Tenant{
+			ID:                s.ID,
+			RequestsPerMinute: s.RequestsPerMinute,
+			TokensPerMinute:   s.TokensPerMinute,
+			MaxLeaders:        leaders,
+			CacheTTL:          s.CacheTTL,
+			NegativeTTL:       s.NegativeTTL,
+			Cache:             s.Cache,
+			Leaders:           semaphore.NewWeighted(int64(leaders)),
+		}
+		if s.Models != nil {
+			t.Models = slices.Clone(s.Models)
+			slices.Sort(t.Models)
+			t.Models = slices.Compact(t.Models)
+		}
+		for _, h := range s.KeySHA256 {
+			raw, err := hex.DecodeString(h)
+			if err != nil || len(raw) != sha256.Size {
+				return nil, fmt.Errorf("tenant %q: key digest is not 64 hex characters", s.ID)
+			}
+			d := [sha256.Size]byte(raw)
+			if _, dup := r.byDigest[d]; dup {
+				return nil, fmt.Errorf("tenant %q: duplicate key digest", s.ID)
+			}
+			r.byDigest[d] = keyEntry{digest: d, tenant: t}
+		}
+		r.byID[s.ID] = t
+	}
+	return r, nil
+}
+
+// Authenticate returns the tenant that owns key.
+//
+// The lookup is by the key's SHA-256 digest: timing can reveal at most
+// something about a digest, and a digest gives no way back to a key, so an
+// attacker learns nothing usable from response times. The final equality
+// check is constant-time all the same.
+func (r *Registry) Authenticate(key string) (*Tenant, bool) {
+	if key == "" {
+		return nil, false
+	}
+	d := sha256.Sum256([]byte(key))
+	e, ok := r.byDigest[d]
+	if !ok || subtle.ConstantTimeCompare(e.digest[:], d[:]) != 1 {
+		return nil, false
+	}
+	return e.tenant, true
+}
+
+type keyEntry struct {
+	digest [sha256.Size]byte
+	tenant *Tenant
+}
+
+// Get returns the tenant with id.
+func (r *Registry) Get(id string) (*Tenant, bool) {
+	t, ok := r.byID[id]
+	return t, ok
+}
+
+// Len is the number of tenants.
+func (r *Registry) Len() int { return len(r.byID) }
+
+// HashKey returns the hex SHA-256 of a key, as the tenants file stores it.
+func HashKey(key string) string {
+	d := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(d[:])
+}
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying t.
+func NewContext(ctx context.Context, t *Tenant) context.Context {
+	return context.WithValue(ctx, ctxKey{}, t)
+}
+
+// FromContext returns the tenant in ctx, if any.
+func FromContext(ctx context.Context) (*Tenant, bool) {
+	t, ok := ctx.Value(ctxKey{}).(*Tenant)
+	return t, ok && t != nil
+}
