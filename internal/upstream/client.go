@@ -1,0 +1,125 @@
+// Package upstream is Corral's client for the OpenAI-compatible model
+// provider: it forwards request bytes untouched with Corral's own key,
+// bounds every call with a timeout, and reads Server-Sent Events one event
+// at a time so the gateway can relay them without buffering.
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Options configure a Client. Zero values take the documented defaults.
+type Options struct {
+	// BaseURL is the upstream base including its version path, e.g.
+	// https://api.openai.com/v1. Required.
+	BaseURL string
+	// APIKey is sent as "Authorization: Bearer <APIKey>"; empty sends no
+	// Authorization header (local models often need none).
+	APIKey string
+	// Timeout bounds one call from dial to the last byte of the body,
+	// streams included. Default 120s.
+	Timeout time.Duration
+	// Transport overrides the tuned default transport (tests).
+	Transport http.RoundTripper
+}
+
+// Client calls the upstream. It is safe for concurrent use.
+type Client struct {
+	base    *url.URL
+	auth    string // "Bearer <key>" or ""
+	timeout time.Duration
+	hc      *http.Client
+}
+
+// New returns a client for opts.
+func New(opts Options) (*Client, error) {
+	u, err := url.Parse(opts.BaseURL)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("upstream: base URL %q must be an http(s) URL", opts.BaseURL)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	c := &Client{base: u, timeout: opts.Timeout}
+	if c.timeout <= 0 {
+		c.timeout = 120 * time.Second
+	}
+	if opts.APIKey != "" {
+		c.auth = "Bearer " + opts.APIKey
+	}
+	rt := opts.Transport
+	if rt == nil {
+		rt = NewTransport(TransportOptions{ResponseHeaderTimeout: c.timeout})
+	}
+	c.hc = &http.Client{
+		Transport: rt,
+		// A redirect from a model API is unexpected; hand it to the client
+		// rather than following it with Corral's key attached.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return c, nil
+}
+
+// Request is one call to forward.
+type Request struct {
+	Method string
+	// Path is the client's path below /v1, e.g. "/chat/completions".
+	Path     string
+	RawQuery string
+	// Header is the client's request header; Do forwards only what is safe
+	// (see forwardHeader).
+	Header http.Header
+	// Body is sent byte for byte.
+	Body []byte
+}
+
+// Do sends req and returns the upstream response with its body open; the
+// caller must close it. The call is bounded by the client's Timeout from
+// now; cancelling ctx cancels it. Errors are *Error with a Kind.
+func (c *Client) Do(ctx context.Context, req Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, c.timeout, errTimeout)
+	resp, err := c.send(ctx, req)
+	var de *DialError
+	if errors.As(err, &de) && ctx.Err() == nil {
+		// Nothing reached the upstream, so a second try cannot double-bill
+		// a non-idempotent POST; any later failure is never retried.
+		resp, err = c.send(ctx, req)
+	}
+	if err != nil {
+		err = classify(ctx, err) // before cancel, which would make it look like the caller's doing
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, ctx: ctx, cancel: cancel}
+	return resp, nil
+}
+
+func (c *Client) send(ctx context.Context, req Request) (*http.Response, error) {
+	u := *c.base
+	u.Path = c.base.Path + req.Path
+	u.RawQuery = req.RawQuery
+	var body *bytes.Reader
+	if req.Body != nil {
+		body = bytes.NewReader(req.Body)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, req.Method, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("upstream: build request: %w", err)
+	}
+	if body != nil {
+		hreq.Body = readCloser{body}
+		hreq.ContentLength = int64(len(req.Body))
+		b := req.Body
+		hreq.GetBody = func() (ioReadCloser, error) { return readCloser{bytes.NewReader(b)}, nil }
+	}
+	forwardHeader(hreq.Header, req.Header)
+	if c.auth != "" {
+		hreq.Header.Set("Authorization", c.auth)
+	}
+	return c.hc.Do(hreq)
+}

@@ -1,0 +1,71 @@
+package upstream
+
+import (
+	"net/http"
+	"strings"
+)
+
+// hopByHop are the connection-level headers of RFC 9110 §7.6.1 that a
+// proxy must not forward in either direction.
+var hopByHop = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// requestDeny are client headers that never go upstream: the client's own
+// credentials (Corral sends its own), Corral's request controls, and
+// headers the transport sets itself. OpenAI-Organization and
+// OpenAI-Project belong to the client's account, not to Corral's key.
+var requestDeny = map[string]bool{
+	"Authorization":       true,
+	"Api-Key":             true,
+	"Cookie":              true,
+	"Host":                true,
+	"Content-Length":      true,
+	"Accept-Encoding":     true,
+	"Cache-Control":       true,
+	"Openai-Organization": true,
+	"Openai-Project":      true,
+}
+
+// forwardHeader copies the client's headers that are safe to send upstream.
+func forwardHeader(dst, src http.Header) {
+	for k, vv := range src {
+		if requestDeny[k] || isHopByHop(src, k) || strings.HasPrefix(k, "X-Corral-") {
+			continue
+		}
+		dst[k] = vv
+	}
+}
+
+// CopyResponseHeader copies the upstream response headers a client should
+// see. Hop-by-hop headers, the length (Corral may re-frame the body),
+// cookies, and the upstream's own rate-limit and organization headers
+// (they describe Corral's account, not the tenant's) are dropped.
+func CopyResponseHeader(dst, src http.Header) {
+	for k, vv := range src {
+		if isHopByHop(src, k) || k == "Content-Length" || k == "Set-Cookie" ||
+			k == "Openai-Organization" || k == "Openai-Project" ||
+			strings.HasPrefix(k, "X-Ratelimit-") {
+			continue
+		}
+		dst[k] = vv
+	}
+}
+
+func isHopByHop(h http.Header, k string) bool {
+	for _, hh := range hopByHop {
+		if k == hh {
+			return true
+		}
+	}
+	// Headers named in Connection are hop-by-hop too.
+	for _, v := range h["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if http.CanonicalHeaderKey(strings.TrimSpace(f)) == k {
+				return true
+			}
+		}
+	}
+	return false
+}
