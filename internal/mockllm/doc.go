@@ -1,0 +1,102 @@
+// Package mockllm is a deterministic, OpenAI-compatible fake model.
+//
+// Corral's demo mode runs it in-process as the upstream, the tests run it as
+// an httptest server, and the benchmarks run it as a separate process
+// (cmd/mockllm). It exists so that the gateway can be exercised end to end
+// (streaming, error classification, cancellation, coalescing) with no
+// network, no account and no cost, and so that a test can check that the
+// answer a client got is byte for byte the answer the upstream produced.
+//
+// # Endpoints
+//
+//	POST /v1/chat/completions   chat, streaming or not, n choices
+//	POST /v1/completions        legacy completions, streaming or not
+//	POST /v1/embeddings         deterministic vectors
+//	GET  /v1/models             Options.Models
+//	GET  /v1/models/{id}        one model, or 404 model_not_found
+//	GET  /mock/stats            Stats as JSON
+//	POST /mock/reset            Reset, answers 204
+//
+// Any other path is a 404 with an OpenAI-shaped error body. The mock never
+// checks Authorization; tests inspect it through Options.OnRequest.
+//
+// # Replies
+//
+// Replies are derived from the request, so the same body always gets the
+// same answer:
+//
+//   - chat: "mock reply to: " + the text of the last user message (a string,
+//     or the "text" fields of a content-part array joined by a space);
+//   - completions: "mock reply to: " + the prompt, one choice per prompt when
+//     prompt is an array of strings (token arrays are used as their JSON text);
+//   - embeddings: one unit vector per input, derived from sha256 of the input,
+//     of length "dimensions" (default 8); "encoding_format": "base64" gives
+//     little-endian float32s in base64 as OpenAI does.
+//
+// The id is a hash of the body without stream and stream_options
+// ("chatcmpl-<hex>", "cmpl-<hex>"), so a streamed and a plain answer to one
+// prompt share it, as they share content and usage; created is a fixed
+// timestamp, model echoes the request and usage counts words:
+// prompt_tokens is the number of words in all the prompt text (at least 1),
+// completion_tokens the number of words in the reply times the number of
+// choices.
+//
+// A streamed reply ("stream": true) is, in order: one chunk per choice with
+// delta.role "assistant" (chat only); the reply split into StreamChunks pieces
+// on rune boundaries (fewer when the reply has fewer runes), one chunk per
+// piece and choice, whose concatenation is exactly the non-streamed content;
+// one chunk per choice with an empty delta and finish_reason "stop"; when
+// stream_options.include_usage is true a chunk with "choices": [] and usage
+// (and "usage": null in every earlier chunk, as OpenAI does); and finally
+// "data: [DONE]". Every event is flushed as it is written. ChunkDelay is
+// waited before each content chunk, so a stream lasts about
+// Latency + StreamChunks*ChunkDelay.
+//
+// # Models with special behaviour
+//
+// Any model name is accepted and echoed. These names inject behaviour, on
+// every POST endpoint:
+//
+//	mock-400 mock-401 mock-403 mock-404 mock-408 mock-409 mock-422
+//	mock-429 mock-500 mock-502 mock-503
+//	    the status in the name with an OpenAI error body
+//	    {"error":{"message":...,"type":...,"param":null,"code":...}};
+//	    404 has code model_not_found, 401 invalid_api_key and 429
+//	    rate_limit_exceeded plus Retry-After: 1 and retry-after-ms: 1000
+//	mock-slow   a normal answer after Options.SlowLatency
+//	mock-hang   never answers; returns when the client goes away
+//	mock-cut    a stream ends abruptly after half of its content chunks,
+//	            with no finish_reason and no [DONE]; a non-streamed body is
+//	            cut in the middle (Content-Length promises more)
+//
+// A cut is made with panic(http.ErrAbortHandler), which net/http servers
+// (and so httptest) turn into an aborted connection or HTTP/2 stream reset.
+// Anything that calls ServeHTTP directly must be ready for that panic.
+//
+// # Per-request overrides
+//
+// The gateway forwards bodies untouched, so a test can steer the mock through
+// the gateway with an extra body field (all members optional):
+//
+//	"mock": {
+//	  "latency_ms":     N,  // replaces the latency before the first byte
+//	  "chunks":         N,  // content chunks in a streamed reply
+//	  "chunk_delay_ms": N,  // delay before each content chunk
+//	  "status":         N,  // answer with this error status (400-599)
+//	  "cut_after":      N,  // stream: end abruptly after N content chunks;
+//	                        // non-stream: cut the body in the middle
+//	  "reply":          "text" // the exact reply content
+//	}
+//
+// Overrides win over the model name's behaviour and over Options, except
+// that mock-hang always hangs. An invalid override is a 400.
+//
+// # Counting and waiting
+//
+// Stats counts API requests (total, per path, per model), those in flight,
+// those cancelled (the request context ended before the mock finished
+// writing its answer: this is how gateway tests check that a client
+// disconnect cancels the upstream call), streams, error answers and cuts.
+// Wait and WaitCancelled block on a channel until the counters reach a
+// condition, so tests never sleep to synchronise.
+package mockllm

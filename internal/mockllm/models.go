@@ -1,0 +1,35 @@
+package mockllm
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+type modelList struct {
+	Object string  `json:"object"`
+	Data   []model `json:"data"`
+}
+
+type model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// serveModels answers GET /v1/models and GET /v1/models/{id} from JSON
+// built once by New.
+func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
+	b := s.modelsJSON
+	if id, ok := strings.CutPrefix(r.URL.Path, "/v1/models/"); ok {
+		if b, ok = s.models[id]; !ok {
+			s.writeStatus(w, http.StatusNotFound, id)
+			return
+		}
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}
