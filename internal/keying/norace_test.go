@@ -1,0 +1,5 @@
+//go:build !race
+
+package keying
+
+const raceEnabled = false
