@@ -48,6 +48,12 @@ type Config struct {
 	// WaitTimeout is the longest a waiter waits for another instance's call
 	// before calling upstream itself. CORRAL_WAIT_TIMEOUT, default 120s.
 	WaitTimeout time.Duration `env:"CORRAL_WAIT_TIMEOUT" envDefault:"120s"`
+	// WaitTimeoutFail answers 504 when WaitTimeout passes instead of calling
+	// upstream. CORRAL_WAIT_TIMEOUT_FAIL, default false.
+	WaitTimeoutFail bool `env:"CORRAL_WAIT_TIMEOUT_FAIL" envDefault:"false"`
+	// LeaderWait bounds the wait for a tenant's max_leaders permit before
+	// 429 tenant_concurrency_exceeded. CORRAL_LEADER_WAIT, default 10s.
+	LeaderWait time.Duration `env:"CORRAL_LEADER_WAIT" envDefault:"10s"`
 	// UpstreamTimeout bounds one upstream call, streams included.
 	// CORRAL_UPSTREAM_TIMEOUT, default 120s.
 	UpstreamTimeout time.Duration `env:"CORRAL_UPSTREAM_TIMEOUT" envDefault:"120s"`
@@ -112,6 +118,7 @@ func (c *Config) Validate() error {
 		{"CORRAL_LOCK_TTL", c.LockTTL},
 		{"CORRAL_POLL_INTERVAL", c.PollInterval},
 		{"CORRAL_WAIT_TIMEOUT", c.WaitTimeout},
+		{"CORRAL_LEADER_WAIT", c.LeaderWait},
 		{"CORRAL_UPSTREAM_TIMEOUT", c.UpstreamTimeout},
 		{"CORRAL_SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
 	}

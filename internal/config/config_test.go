@@ -19,6 +19,7 @@ func TestLoadDefaults(t *testing.T) {
 		LockTTL:         10 * time.Second,
 		PollInterval:    50 * time.Millisecond,
 		WaitTimeout:     120 * time.Second,
+		LeaderWait:      10 * time.Second,
 		UpstreamTimeout: 120 * time.Second,
 		MaxBodyBytes:    8 << 20,
 		LogLevel:        "info",

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/coalesce/redislock"
+	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/server"
+	"github.com/corralhq/corral/internal/tenant"
+	"github.com/corralhq/corral/internal/upstream"
+)
+
+type gatewayOptions struct {
+	// Demo serves the built-in mock model as upstream and adds the demo
+	// tenant.
+	Demo   bool
+	Logger *slog.Logger
+}
+
+// gateway is a wired Corral: the HTTP handler plus what it owns.
+type gateway struct {
+	http.Handler
+	closers []func()
+}
+
+// Close releases what the gateway owns, in reverse order of creation.
+func (g *gateway) Close() {
+	for i := len(g.closers) - 1; i >= 0; i-- {
+		g.closers[i]()
+	}
+	g.closers = nil
+}
+
+// newGateway wires the parts from cfg. This is the only place that knows
+// the whole configuration; each package gets its own options.
+func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *gateway, err error) {
+	log := o.Logger
+	gw := &gateway{}
+	defer func() {
+		if err != nil {
+			gw.Close() // release what was built before the failure
+		}
+	}()
+
+	specs, err := tenantSpecs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if o.Demo {
+		upURL, stop, err := startDemoUpstream(log)
+		if err != nil {
+			return nil, err
+		}
+		gw.closers = append(gw.closers, stop)
+		cfg.UpstreamURL, cfg.UpstreamAPIKey = upURL, ""
+		specs = append(specs, tenant.Spec{
+			ID:          DemoTenant,
+			KeySHA256:   []string{tenant.HashKey(DemoKey)},
+			MaxLeaders:  config.DefaultMaxLeaders,
+			CacheTTL:    cfg.CacheTTL,
+			NegativeTTL: cfg.NegativeTTL,
+			Cache:       true,
+		})
+	}
+	reg, err := tenant.NewRegistry(specs)
+	if err != nil {
+		return nil, err
+	}
+	if reg.Len() == 0 {
+		log.Warn("no tenants configured: every request will be refused with 401; set CORRAL_TENANTS_FILE or use -demo")
+	}
+
+	up, err := upstream.New(upstream.Options{
+		BaseURL: cfg.UpstreamURL,
+		APIKey:  cfg.UpstreamAPIKey,
+		Timeout: cfg.UpstreamTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	so := server.Options{
+		Tenants:           reg,
+		Upstream:          up,
+		Logger:            log,
+		MaxBodyBytes:      int64(cfg.MaxBodyBytes),
+		PollInterval:      cfg.PollInterval,
+		WaitTimeout:       cfg.WaitTimeout,
+		FailOnWaitTimeout: cfg.WaitTimeoutFail,
+		LeaderWait:        cfg.LeaderWait,
+	}
+	mode := "embedded"
+	if cfg.RedisURL != "" {
+		mode = "distributed"
+		rdb, err := newRedis(ctx, cfg.RedisURL)
+		if err != nil {
+			return nil, err
+		}
+		gw.closers = append(gw.closers, func() { _ = rdb.Close() })
+		bus := redislock.NewBus(rdb, redislock.BusOptions{Logger: log})
+		gw.closers = append(gw.closers, func() { _ = bus.Close() })
+		so.Distributed = true
+		so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
+		so.Locker = server.RedisLocker(redislock.NewLocker(rdb, redislock.Options{TTL: cfg.LockTTL}))
+		so.Bus = bus
+	} else {
+		mem := cache.NewMemory(cache.MemoryOptions{})
+		gw.closers = append(gw.closers, func() { _ = mem.Close() })
+		so.Cache = mem
+	}
+	var srv *server.Server
+	so.Ready = func() (bool, map[string]any) {
+		detail := map[string]any{"mode": mode, "redis": "disabled"}
+		if mode == "distributed" {
+			detail["redis"] = "ok"
+			if !srv.RedisHealthy() {
+				detail["redis"] = "unreachable" // degraded, still serving
+			}
+		}
+		return true, detail
+	}
+	srv, err = server.New(so)
+	if err != nil {
+		return nil, err
+	}
+	gw.Handler = srv
+	log.Info("corral configured",
+		slog.String("mode", mode),
+		slog.Int("tenants", reg.Len()),
+		slog.String("upstream", cfg.UpstreamURL),
+		slog.Bool("demo", o.Demo))
+	return gw, nil
+}
+
+// tenantSpecs reads the tenants file into registry specs, applying the
+// process-wide defaults.
+func tenantSpecs(cfg config.Config) ([]tenant.Spec, error) {
+	if cfg.TenantsFile == "" {
+		return nil, nil
+	}
+	tf, err := config.LoadTenants(cfg.TenantsFile)
+	if err != nil {
+		return nil, err
+	}
+	specs := make([]tenant.Spec, 0, len(tf.Tenants))
+	for _, t := range tf.Tenants {
+		s := tenant.Spec{
+			ID:                t.ID,
+			RequestsPerMinute: t.RequestsPerMinute,
+			TokensPerMinute:   t.TokensPerMinute,
+			MaxLeaders:        t.Leaders(),
+			Models:            t.Models,
+			CacheTTL:          cfg.CacheTTL,
+			NegativeTTL:       cfg.NegativeTTL,
+			Cache:             t.Caches(),
+		}
+		if t.CacheTTL != nil {
+			s.CacheTTL = t.CacheTTL.Duration
+		}
+		if t.NegativeTTL != nil {
+			s.NegativeTTL = t.NegativeTTL.Duration
+		}
+		for _, k := range t.Keys {
+			s.KeySHA256 = append(s.KeySHA256, k.SHA256)
+		}
+		specs = append(specs, s)
+	}
+	return specs, nil
+}
+
+// startDemoUpstream serves the mock model on a private loopback port and
+// returns its base URL and a stop function.
+func startDemoUpstream(log *slog.Logger) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("demo: listen for the mock model: %w", err)
+	}
+	srv := &http.Server{Handler: mockllm.New(mockllm.Options{ChunkDelay: 40 * time.Millisecond}), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Error("demo mock model stopped", slog.Any("error", err))
+		}
+	}()
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}
+	return "http://" + ln.Addr().String() + "/v1", stop, nil
+}

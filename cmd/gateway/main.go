@@ -1,0 +1,24 @@
+// Command gateway runs Corral, the OpenAI-compatible LLM gateway.
+//
+//	gateway            serve with configuration from CORRAL_* variables
+//	gateway -demo      serve with the built-in mock model and a demo key
+//	gateway keygen     print a new tenant key and its tenants-file line
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "corral:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/corralhq/corral/internal/config"
+)
+
+// run is the whole program behind main: parse arguments, load config,
+// serve until ctx ends, shut down gracefully. It returns instead of
+// exiting so tests can drive it.
+func run(ctx context.Context, args []string, environ []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "keygen" {
+		return keygen(stdout)
+	}
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	demo := fs.Bool("demo", false, "serve with the built-in mock model as upstream and a demo tenant key (no account, no network)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unknown argument %q (subcommands: keygen)", fs.Arg(0))
+	}
+	cfg, err := config.Load(environ)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	gw, err := newGateway(ctx, cfg, gatewayOptions{Demo: *demo, Logger: log})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer gw.Close()
+	if *demo {
+		printDemo(stdout, ln.Addr())
+	}
+	return serve(ctx, ln, gw, cfg.ShutdownTimeout, log)
+}
+
+// serve runs the HTTP server on ln until ctx ends, then stops accepting
+// and lets in-flight requests and streams finish for up to grace.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, log *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		// No WriteTimeout: streams legitimately run for minutes; the
+		// upstream timeout bounds them instead.
+		IdleTimeout: 120 * time.Second,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("corral listening", slog.String("addr", ln.Addr().String()))
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", slog.Duration("grace", grace))
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("grace period over; closing remaining connections")
+		err = srv.Close()
+	}
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", serr)
+	}
+	return err
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(strings.ToUpper(level))) // validated by config
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv}))
+}

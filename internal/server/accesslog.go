@@ -1,0 +1,103 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// statusWriter records what was written, for the access log and for
+// recover, which must not write a second header.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status = code
+		w.wrote = code >= 200 // 1xx informational headers do not count
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach Flush and deadlines.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// logRecord carries what handlers learn about a request to the access log.
+// Only the request's own goroutine touches it.
+type logRecord struct {
+	tenant     string
+	model      string
+	cache      string
+	upstreamMS float64
+	err        string // the cause behind a 5xx, never shown to the client
+}
+
+type logRecordKey struct{}
+
+func recordFrom(ctx context.Context) *logRecord {
+	rec, _ := ctx.Value(logRecordKey{}).(*logRecord)
+	if rec == nil {
+		return &logRecord{} // detached: writes go nowhere
+	}
+	return rec
+}
+
+// accessLog writes one structured line per request. It logs ids, tenant,
+// model and outcome, never keys or prompt text.
+func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			rec := &logRecord{}
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), logRecordKey{}, rec)))
+			level := slog.LevelInfo
+			if !strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, "/admin/") {
+				level = slog.LevelDebug // probes and scrapes
+			}
+			if !log.Enabled(r.Context(), level) {
+				return
+			}
+			attrs := make([]slog.Attr, 0, 12)
+			attrs = append(attrs,
+				slog.String("request_id", requestIDFrom(r.Context())),
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.Int("status", sw.status),
+				slog.Float64("latency_ms", float64(time.Since(start).Microseconds())/1000),
+				slog.Int64("bytes", sw.bytes),
+			)
+			if rec.tenant != "" {
+				attrs = append(attrs, slog.String("tenant", rec.tenant))
+			}
+			if rec.model != "" {
+				attrs = append(attrs, slog.String("model", rec.model))
+			}
+			if rec.cache != "" {
+				attrs = append(attrs, slog.String("cache", rec.cache))
+			}
+			if rec.upstreamMS > 0 {
+				attrs = append(attrs, slog.Float64("upstream_ms", rec.upstreamMS))
+			}
+			if rec.err != "" {
+				attrs = append(attrs, slog.String("error", rec.err))
+			}
+			log.LogAttrs(r.Context(), level, "request", attrs...)
+		})
+	}
+}

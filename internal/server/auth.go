@@ -1,0 +1,34 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/corralhq/corral/internal/tenant"
+)
+
+// authenticate resolves the tenant from "Authorization: Bearer <key>" or
+// the "api-key" header that Azure-style SDKs send, and refuses the
+// request with 401 otherwise.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t, ok := s.tenants.Load().Authenticate(bearerKey(r))
+		if !ok {
+			writeError(w, errInvalidAPIKey)
+			return
+		}
+		recordFrom(r.Context()).tenant = t.ID
+		next.ServeHTTP(w, r.WithContext(tenant.NewContext(r.Context(), t)))
+	})
+}
+
+func bearerKey(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, key, ok := strings.Cut(h, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(key)
+		}
+		return ""
+	}
+	return strings.TrimSpace(r.Header.Get("Api-Key"))
+}

@@ -1,0 +1,394 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/tenant"
+)
+
+// answer is one gateway response, read whole.
+type answer struct {
+	status int
+	header http.Header
+	body   string
+	err    error
+}
+
+// send is post without testing.T, safe from any goroutine.
+func send(ctx context.Context, base, key, body string, hdr ...string) answer {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return answer{err: err}
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return answer{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return answer{status: resp.StatusCode, header: resp.Header, body: string(b), err: err}
+}
+
+func chatBody(text string) string {
+	return `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + text + `"}]}`
+}
+
+// burst fires n identical requests at once over the given gateways, round
+// robin, and returns every answer.
+func burst(bases []string, n int, key, body string, hdr ...string) []answer {
+	out := make([]answer, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			out[i] = send(context.Background(), bases[i%len(bases)], key, body, hdr...)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+// countCache tallies X-Corral-Cache values and checks every answer is a 200
+// with the same body.
+func countCache(t *testing.T, answers []answer) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	for i, a := range answers {
+		if a.err != nil || a.status != 200 {
+			t.Fatalf("answer %d: status %d err %v body %s", i, a.status, a.err, a.body)
+		}
+		if a.body != answers[0].body {
+			t.Fatalf("answer %d differs:\n%s\nvs\n%s", i, a.body, answers[0].body)
+		}
+		counts[a.header.Get("X-Corral-Cache")]++
+	}
+	return counts
+}
+
+func TestStampedeOneUpstreamCall(t *testing.T) {
+	gate := make(chan struct{})
+	h := newHarness(t, func(o *harnessOptions) { o.gate = gate })
+	go func() {
+		// Hold the upstream answer until the burst has piled up behind it.
+		_, _ = h.mock.Wait(context.Background(), func(s mockllm.Stats) bool { return s.InFlight == 1 })
+		close(gate)
+	}()
+	answers := burst([]string{h.gw.URL}, 200, acmeKey, chatBody("stampede"))
+	counts := countCache(t, answers)
+	if n := h.mock.Stats().Requests; n != 1 {
+		t.Errorf("upstream calls = %d; want 1", n)
+	}
+	if counts[cacheMiss] != 1 || counts[cacheMiss]+counts[cacheCoalesced]+counts[cacheHit] != 200 {
+		t.Errorf("X-Corral-Cache counts = %v; want exactly one MISS, the rest COALESCED or HIT", counts)
+	}
+	if !strings.Contains(answers[0].body, "mock reply to: stampede") {
+		t.Errorf("body = %s", answers[0].body)
+	}
+	for _, a := range answers {
+		switch a.header.Get("X-Corral-Cache") {
+		case cacheMiss:
+			if cs := a.header.Get("Cache-Status"); cs != "corral; fwd=miss; stored" {
+				t.Errorf("MISS Cache-Status = %q", cs)
+			}
+		case cacheCoalesced:
+			if cs := a.header.Get("Cache-Status"); cs != "corral; fwd=miss; collapsed" {
+				t.Errorf("COALESCED Cache-Status = %q", cs)
+			}
+		}
+	}
+	if g := h.srv.groupFor("acme"); g.Len() != 0 {
+		t.Errorf("in-flight table holds %d flights after the burst; want 0", g.Len())
+	}
+}
+
+func TestHitHeaders(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	store := cache.NewMemory(cache.MemoryOptions{Now: clock})
+	t.Cleanup(func() { _ = store.Close() })
+	h := newHarness(t, func(o *harnessOptions) {
+		o.server = func(so *Options) { so.Cache, so.Now = store, clock }
+	})
+	ctx := context.Background()
+	first := send(ctx, h.gw.URL, acmeKey, chatBody("hit me"))
+	if first.header.Get("X-Corral-Cache") != cacheMiss {
+		t.Fatalf("first = %v", first.header)
+	}
+	advance(90 * time.Second)
+	second := send(ctx, h.gw.URL, acmeKey, chatBody("hit me"))
+	if got := second.header.Get("X-Corral-Cache"); got != cacheHit {
+		t.Fatalf("second X-Corral-Cache = %q; want HIT", got)
+	}
+	if second.body != first.body || second.header.Get("Content-Type") != "application/json" {
+		t.Errorf("hit body or type differs from the miss")
+	}
+	if got := second.header.Get("Age"); got != "90" {
+		t.Errorf("Age = %q; want 90", got)
+	}
+	if got := second.header.Get("Cache-Status"); got != "corral; hit; ttl=3510" {
+		t.Errorf("Cache-Status = %q; want corral; hit; ttl=3510", got)
+	}
+	// TTL expiry: an hour later the entry is gone and the upstream is asked again.
+	advance(time.Hour)
+	third := send(ctx, h.gw.URL, acmeKey, chatBody("hit me"))
+	if got := third.header.Get("X-Corral-Cache"); got != cacheMiss {
+		t.Errorf("after the TTL X-Corral-Cache = %q; want MISS", got)
+	}
+	if n := h.mock.Stats().Requests; n != 2 {
+		t.Errorf("upstream calls = %d; want 2", n)
+	}
+}
+
+func TestRequestControls(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	store := cache.NewMemory(cache.MemoryOptions{Now: clock})
+	t.Cleanup(func() { _ = store.Close() })
+	h := newHarness(t, func(o *harnessOptions) {
+		o.server = func(so *Options) { so.Cache, so.Now = store, clock }
+		o.tenants = []tenant.Spec{{ID: "nocache", KeySHA256: []string{tenant.HashKey("sk-nocache")}, MaxLeaders: 8, CacheTTL: time.Hour, Cache: false}}
+	})
+	ctx := context.Background()
+	calls := func() int64 { return h.mock.Stats().Requests }
+	expect := func(name string, a answer, wantCache, wantStatus string, wantCalls int64) {
+		t.Helper()
+		if a.status != 200 || a.header.Get("X-Corral-Cache") != wantCache || a.header.Get("Cache-Status") != wantStatus || calls() != wantCalls {
+			t.Errorf("%s: %d %s %q with %d upstream calls; want %s %q with %d",
+				name, a.status, a.header.Get("X-Corral-Cache"), a.header.Get("Cache-Status"), calls(), wantCache, wantStatus, wantCalls)
+		}
+	}
+
+	expect("no-store", send(ctx, h.gw.URL, acmeKey, chatBody("c"), "Cache-Control", "no-store"), cacheBypass, "corral; fwd=bypass", 1)
+	expect("after no-store", send(ctx, h.gw.URL, acmeKey, chatBody("c")), cacheMiss, "corral; fwd=miss; stored", 2)
+	expect("plain hit", send(ctx, h.gw.URL, acmeKey, chatBody("c")), cacheHit, "corral; hit; ttl=3600", 2)
+	expect("no-cache", send(ctx, h.gw.URL, acmeKey, chatBody("c"), "Cache-Control", "no-cache"), cacheMiss, "corral; fwd=request; stored", 3)
+	advance(100 * time.Second)
+	expect("max-age too young", send(ctx, h.gw.URL, acmeKey, chatBody("c"), "Cache-Control", "max-age=50"), cacheMiss, "corral; fwd=miss; stored", 4)
+	advance(10 * time.Second)
+	expect("max-age ok", send(ctx, h.gw.URL, acmeKey, chatBody("c"), "Cache-Control", "max-age=50"), cacheHit, "corral; hit; ttl=3590", 4)
+
+	expect("custom ttl", send(ctx, h.gw.URL, acmeKey, chatBody("ttl"), "X-Corral-Cache-TTL", "30"), cacheMiss, "corral; fwd=miss; stored", 5)
+	expect("custom ttl hit", send(ctx, h.gw.URL, acmeKey, chatBody("ttl")), cacheHit, "corral; hit; ttl=30", 5)
+	advance(31 * time.Second)
+	expect("custom ttl expired", send(ctx, h.gw.URL, acmeKey, chatBody("ttl")), cacheMiss, "corral; fwd=miss; stored", 6)
+
+	expect("tenant without cache", send(ctx, h.gw.URL, "sk-nocache", chatBody("c")), cacheBypass, "corral; fwd=bypass", 7)
+	expect("tenant without cache again", send(ctx, h.gw.URL, "sk-nocache", chatBody("c")), cacheBypass, "corral; fwd=bypass", 8)
+
+	bad := send(ctx, h.gw.URL, acmeKey, chatBody("c"), "X-Corral-Cache-TTL", "soon")
+	if bad.status != 400 || !strings.Contains(bad.body, "X-Corral-Cache-TTL") || calls() != 8 {
+		t.Errorf("bad TTL header: %d %s", bad.status, bad.body)
+	}
+}
+
+func TestTenantsNeverShareEntries(t *testing.T) {
+	h := newHarness(t, func(o *harnessOptions) {
+		o.tenants = []tenant.Spec{{ID: "beta", KeySHA256: []string{tenant.HashKey("sk-beta")}, MaxLeaders: 8, CacheTTL: time.Hour, Cache: true}}
+	})
+	ctx := context.Background()
+	for _, key := range []string{acmeKey, "sk-beta", acmeKey, "sk-beta"} {
+		if a := send(ctx, h.gw.URL, key, chatBody("same prompt")); a.status != 200 {
+			t.Fatalf("status %d", a.status)
+		}
+	}
+	if n := h.mock.Stats().Requests; n != 2 {
+		t.Errorf("upstream calls = %d; want 2 (one per tenant)", n)
+	}
+}
+
+func TestFirstClientHangsUp(t *testing.T) {
+	gate := make(chan struct{})
+	h := newHarness(t, func(o *harnessOptions) { o.gate = gate })
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan answer, 1)
+	go func() { first <- send(ctx, h.gw.URL, acmeKey, chatBody("hang up")) }()
+	if _, err := h.mock.Wait(context.Background(), func(s mockllm.Stats) bool { return s.InFlight == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	follower := make(chan answer, 1)
+	go func() { follower <- send(context.Background(), h.gw.URL, acmeKey, chatBody("hang up")) }()
+	// The follower has joined once the flight counts it.
+	waitFor(t, func() bool { return h.srv.groupFor("acme").Stats().Joined == 1 })
+	cancel()
+	if a := <-first; !errors.Is(a.err, context.Canceled) {
+		t.Fatalf("first client: %v", a.err)
+	}
+	close(gate)
+	a := <-follower
+	if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheCoalesced || !strings.Contains(a.body, "mock reply to: hang up") {
+		t.Fatalf("follower got %d %s %s", a.status, a.header.Get("X-Corral-Cache"), a.body)
+	}
+	if hit := send(context.Background(), h.gw.URL, acmeKey, chatBody("hang up")); hit.header.Get("X-Corral-Cache") != cacheHit {
+		t.Errorf("after the flight: %s; want HIT (the answer was stored)", hit.header.Get("X-Corral-Cache"))
+	}
+	if n := h.mock.Stats(); n.Requests != 1 || n.Cancelled != 0 {
+		t.Errorf("upstream stats %+v; want one call, not cancelled", n)
+	}
+}
+
+// waitFor polls cond; it stands in only where no event exists to wait on
+// (an internal counter of the server), bounded by a deadline.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestStreamingMissHitAndCrossover(t *testing.T) {
+	h := newHarness(t, func(o *harnessOptions) { o.mock.StreamChunks = 6 })
+	c := sdk(h, acmeKey)
+	ctx := context.Background()
+	read := func(req openai.ChatCompletionRequest) (string, string, *openai.Usage) {
+		t.Helper()
+		req.Stream = true
+		st, err := c.CreateChatCompletionStream(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		var b strings.Builder
+		var usage *openai.Usage
+		for {
+			r, err := st.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("Recv: %v", err)
+			}
+			if len(r.Choices) > 0 {
+				b.WriteString(r.Choices[0].Delta.Content)
+			}
+			if r.Usage != nil {
+				usage = r.Usage
+			}
+		}
+		return b.String(), st.Header().Get("X-Corral-Cache"), usage
+	}
+	want := "mock reply to: streamed prompt"
+	text, status, usage := read(chatReq("gpt-4o-mini", "streamed prompt"))
+	if text != want || status != cacheMiss || usage != nil {
+		t.Errorf("streaming miss: %q %s usage=%v; want %q MISS and no usage chunk (not asked for)", text, status, usage, want)
+	}
+	req := chatReq("gpt-4o-mini", "streamed prompt")
+	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	text, status, usage = read(req)
+	if text != want || status != cacheHit || usage == nil || usage.TotalTokens == 0 {
+		t.Errorf("streaming hit: %q %s usage=%v; want %q HIT with a usage chunk", text, status, usage, want)
+	}
+	// A non-streaming request is served from the entry the stream stored.
+	resp, err := c.CreateChatCompletion(ctx, chatReq("gpt-4o-mini", "streamed prompt"))
+	if err != nil || resp.Choices[0].Message.Content != want || resp.Usage.TotalTokens == 0 {
+		t.Errorf("non-streaming from a streamed entry: %+v %v", resp, err)
+	}
+	// And the other way round.
+	if _, err := c.CreateChatCompletion(ctx, chatReq("gpt-4o-mini", "plain first")); err != nil {
+		t.Fatal(err)
+	}
+	text, status, _ = read(chatReq("gpt-4o-mini", "plain first"))
+	if text != "mock reply to: plain first" || status != cacheHit {
+		t.Errorf("streaming from a plain entry: %q %s", text, status)
+	}
+	if n := h.mock.Stats().Requests; n != 2 {
+		t.Errorf("upstream calls = %d; want 2", n)
+	}
+}
+
+func TestConcurrentStreamsOneCall(t *testing.T) {
+	gate := make(chan struct{})
+	h := newHarness(t, func(o *harnessOptions) { o.gate = gate; o.mock.StreamChunks = 4 })
+	go func() {
+		_, _ = h.mock.Wait(context.Background(), func(s mockllm.Stats) bool { return s.InFlight == 1 })
+		close(gate)
+	}()
+	body := `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"together"}]}`
+	answers := burst([]string{h.gw.URL}, 30, acmeKey, body)
+	for i, a := range answers {
+		if a.status != 200 || !strings.HasSuffix(a.body, "data: [DONE]\n\n") || strings.Contains(a.body, `"usage":{`) {
+			t.Fatalf("stream %d: %d %q", i, a.status, a.body)
+		}
+		if got := sseText(t, a.body); got != "mock reply to: together" {
+			t.Errorf("stream %d text = %q", i, got)
+		}
+	}
+	if n := h.mock.Stats().Requests; n != 1 {
+		t.Errorf("upstream calls = %d; want 1", n)
+	}
+}
+
+// sseText concatenates the content deltas of a chat SSE body.
+func sseText(t *testing.T, body string) string {
+	t.Helper()
+	var b strings.Builder
+	for ev := range strings.SplitSeq(strings.TrimSpace(body), "\n\n") {
+		data := strings.TrimPrefix(ev, "data: ")
+		if data == "[DONE]" {
+			continue
+		}
+		var chunk openai.ChatCompletionStreamResponse
+		if err := jsonUnmarshal([]byte(data), &chunk); err != nil {
+			t.Fatalf("bad chunk %q: %v", data, err)
+		}
+		for _, c := range chunk.Choices {
+			b.WriteString(c.Delta.Content)
+		}
+	}
+	return b.String()
+}
+
+func TestStreamCutIsNotStored(t *testing.T) {
+	h := newHarness(t, func(o *harnessOptions) { o.mock.StreamChunks = 6 })
+	body := `{"model":"gpt-4o-mini","stream":true,"mock":{"cut_after":3},"messages":[{"role":"user","content":"cut"}]}`
+	a := send(context.Background(), h.gw.URL, acmeKey, body)
+	if !strings.Contains(a.body, `"code":"upstream_error"`) || strings.Contains(a.body, "[DONE]") {
+		t.Fatalf("cut stream body = %q; want an error event and no [DONE]", a.body)
+	}
+	b := send(context.Background(), h.gw.URL, acmeKey, body)
+	if b.header.Get("X-Corral-Cache") != cacheMiss || h.mock.Stats().Requests != 2 {
+		t.Errorf("after a cut: %s with %d upstream calls; want MISS and 2", b.header.Get("X-Corral-Cache"), h.mock.Stats().Requests)
+	}
+}
+
+func TestWithStreamUsage(t *testing.T) {
+	tests := []struct{ give, want string }{
+		{`{"model":"m","stream":true}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
+		{"{\"model\":\"m\"  \n}\n", "{\"model\":\"m\",\"stream_options\":{\"include_usage\":true}}\n"},
+		{`{"model":"m","stream_options":{"include_usage":false}}`, `{"model":"m","stream_options":{"include_usage":false}}`},
+	}
+	for _, tt := range tests {
+		if got := string(withStreamUsage([]byte(tt.give))); got != tt.want {
+			t.Errorf("withStreamUsage(%q) = %q; want %q", tt.give, got, tt.want)
+		}
+	}
+	_ = bytes.MinRead
+}

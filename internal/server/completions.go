@@ -1,0 +1,164 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/corralhq/corral/internal/coalesce"
+	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/tenant"
+	"github.com/corralhq/corral/internal/upstream"
+)
+
+// handleModelCall serves the model endpoints (chat completions,
+// completions, embeddings): validate, check the allow-list, then look up,
+// coalesce and call upstream.
+func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		t, _ := tenant.FromContext(r.Context())
+		rec := recordFrom(r.Context())
+		body, aerr := readBody(r)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		ctl, aerr := parseControls(r.Header)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		req, err := keying.Parse(t.ID, endpoint, body)
+		if err != nil {
+			writeError(w, errInvalidRequest("The request body is not a valid JSON object.", ""))
+			return
+		}
+		if req.Model == "" {
+			writeError(w, errInvalidRequest("You must provide a model parameter.", "model"))
+			return
+		}
+		rec.model = req.Model
+		if !t.Allows(req.Model) {
+			writeError(w, errModelNotAllowed(req.Model))
+			return
+		}
+
+		if !t.Cache || ctl.noStore {
+			rec.cache = cacheBypass
+			setCacheHeaders(w.Header(), cacheBypass, nil, false, ctl, s.now())
+			s.forward(w, r, upstream.Request{Method: http.MethodPost, Path: endpoint, Header: r.Header, Body: body})
+			return
+		}
+
+		name := keying.Name(t.ID, req.Hash, keying.Response)
+		if !ctl.noCache {
+			if e, _ := s.lookup(r.Context(), name, ctl.minStoredAt(s.now())); e != nil {
+				rec.cache = cacheHit
+				s.serveEntry(w, r, endpoint, e, cacheHit, false, &req, ctl)
+				return
+			}
+		}
+		s.serveFlight(w, r, t, endpoint, body, &req, ctl, name)
+	}
+}
+
+// serveFlight joins (or starts) the flight for this prompt and answers
+// from it: live from its stream record, or from its final result.
+func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, endpoint string, body []byte, req *keying.Request, ctl controls, name string) {
+	rec := recordFrom(r.Context())
+	f, leader := s.groupFor(t.ID).Join(req.Hash, func() (*flightState, coalesce.Work) {
+		st := &flightState{rec: coalesce.NewRecord(), streaming: make(chan struct{})}
+		ttl := t.CacheTTL
+		if ctl.ttl > 0 {
+			ttl = ctl.ttl
+		}
+		p := &flightParams{
+			t:           t,
+			endpoint:    endpoint,
+			name:        name,
+			lockName:    keying.Name(t.ID, req.Hash, keying.Lock),
+			body:        body,
+			header:      r.Header.Clone(),
+			ttl:         ttl,
+			minStoredAt: ctl.minStoredAt(s.now()),
+			noCache:     ctl.noCache,
+		}
+		if req.Stream {
+			p.body = withStreamUsage(body)
+		}
+		return st, func(ctx context.Context) error { return s.runFlight(ctx, p, st) }
+	})
+	defer f.Leave()
+	st := f.Value()
+	source := cacheCoalesced
+	if leader {
+		source = cacheMiss
+	}
+
+	select {
+	case <-st.streaming:
+		if req.Stream {
+			rec.cache = source
+			s.followStream(w, r, st, source, req.IncludeUsage, ctl)
+			return
+		}
+		select {
+		case <-f.Done():
+		case <-r.Context().Done():
+			writeError(w, errClientClosed)
+			return
+		}
+	case <-f.Done():
+	case <-r.Context().Done():
+		writeError(w, errClientClosed)
+		return
+	}
+
+	res := st.res
+	if leader && res.source != "" {
+		source = res.source
+	}
+	rec.cache = source
+	switch {
+	case res.fail != nil:
+		setCacheHeaders(w.Header(), source, nil, false, ctl, s.now())
+		writeError(w, res.fail)
+	case res.entry == nil:
+		// The work ended without an answer: cancelled or panicked.
+		var pe *coalesce.PanicError
+		if errors.As(f.Err(), &pe) {
+			s.log.Error("flight panicked", "panic", pe.Value, "stack", string(pe.Stack))
+			writeError(w, errInternal)
+			return
+		}
+		writeError(w, errUpstream)
+	default:
+		s.serveEntry(w, r, endpoint, res.entry, source, res.stored && leader, req, ctl)
+	}
+}
+
+// withStreamUsage asks the upstream for the usage chunk when a streaming
+// leader did not mention stream_options: the stored entry then carries
+// usage (so non-streaming hits have it, and tokens/min sees real numbers),
+// and any follower that asks for usage can have it. The chunk is filtered
+// out for clients that did not ask. This splice is the only change Corral
+// ever makes to a body; a body that mentions stream_options anywhere is
+// forwarded as it is.
+func withStreamUsage(body []byte) []byte {
+	if bytes.Contains(body, []byte(`"stream_options"`)) {
+		return body
+	}
+	end := bytes.LastIndexByte(body, '}')
+	if end < 0 {
+		return body
+	}
+	before := bytes.TrimRight(body[:end], " \t\r\n")
+	out := make([]byte, 0, len(body)+48)
+	out = append(out, before...)
+	if len(before) > 0 && before[len(before)-1] != '{' {
+		out = append(out, ',')
+	}
+	out = append(out, `"stream_options":{"include_usage":true}`...)
+	return append(out, body[end:]...)
+}

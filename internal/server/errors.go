@@ -1,0 +1,128 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/corralhq/corral/internal/upstream"
+)
+
+// apiError is an error Corral itself answers with, in OpenAI's shape:
+// {"error":{"message":...,"type":...,"param":...,"code":...}}.
+type apiError struct {
+	Status  int
+	Type    string
+	Code    string
+	Message string
+	Param   string // "" renders as null
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+
+// body renders the OpenAI error JSON.
+func (e *apiError) body() []byte {
+	var param any
+	if e.Param != "" {
+		param = e.Param
+	}
+	b, _ := json.Marshal(struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Param   any    `json:"param"`
+			Code    string `json:"code"`
+		} `json:"error"`
+	}{Error: struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Param   any    `json:"param"`
+		Code    string `json:"code"`
+	}{e.Message, e.Type, param, e.Code}})
+	return b
+}
+
+// Error types, as OpenAI names them.
+const (
+	typeInvalidRequest = "invalid_request_error"
+	typeServer         = "server_error"
+)
+
+var (
+	errInvalidAPIKey = &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "invalid_api_key",
+		Message: "Incorrect or missing API key. Send your Corral key as 'Authorization: Bearer YOUR_KEY'."}
+	errTooLarge = &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
+		Message: "Request body is larger than this gateway accepts."}
+	errMethodNotAllowed = &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: "method_not_allowed",
+		Message: "Method not allowed for this path."}
+	errNotFound = &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
+		Message: "Unknown path. Corral serves the OpenAI API under /v1."}
+	errInternal = &apiError{Status: http.StatusInternalServerError, Type: typeServer, Code: "internal_error",
+		Message: "Corral hit an internal error; the request id identifies it in the gateway's logs."}
+	errUpstreamAuth = &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_auth_error",
+		Message: "The upstream provider rejected the gateway's credentials. This is a gateway configuration problem, not your API key."}
+	errUpstreamTimeout = &apiError{Status: http.StatusGatewayTimeout, Type: typeServer, Code: "upstream_timeout",
+		Message: "The upstream provider did not answer in time."}
+	errUpstream = &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
+		Message: "The upstream provider could not be reached or broke the connection."}
+	// errClientClosed is logged, never seen: the client is gone.
+	errClientClosed = &apiError{Status: 499, Type: typeInvalidRequest, Code: "client_closed_request",
+		Message: "The client closed the request."}
+)
+
+func errInvalidRequest(msg, param string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: "invalid_request_error", Message: msg, Param: param}
+}
+
+func errModelNotAllowed(model string) *apiError {
+	return &apiError{Status: http.StatusForbidden, Type: typeInvalidRequest, Code: "model_not_allowed", Param: "model",
+		Message: "The model " + strconv.Quote(model) + " is not allowed for this API key."}
+}
+
+// upstreamFailure maps an upstream call error to what the client sees.
+// This is the one place that decides 502 vs 504 vs 499.
+func upstreamFailure(err error) *apiError {
+	switch upstream.KindOf(err) {
+	case upstream.Timeout:
+		return errUpstreamTimeout
+	case upstream.Canceled:
+		return errClientClosed
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return errTooLarge
+	}
+	return errUpstream
+}
+
+// writeError sends e. Nothing is written for a client that has gone away.
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.Status == errClientClosed.Status {
+		if sw, ok := w.(*statusWriter); ok {
+			sw.status = e.Status
+		}
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Del("Content-Length")
+	if e.Status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="corral"`)
+	}
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(e.body())
+}
+
+// errConcurrency answers when the tenant's leader semaphore stayed full for
+// the whole bounded wait.
+func errConcurrency(max int) *apiError {
+	return &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "tenant_concurrency_exceeded",
+		Message: "Too many concurrent upstream calls for this tenant (limit " + strconv.Itoa(max) + " per gateway instance); retry shortly."}
+}
+
+// errWaitTimeout answers a waiter whose leader on another instance did not
+// finish within CORRAL_WAIT_TIMEOUT, when the gateway is set to fail
+// rather than call upstream itself.
+var errWaitTimeout = &apiError{Status: http.StatusGatewayTimeout, Type: typeServer, Code: "upstream_timeout",
+	Message: "Timed out waiting for an identical request in progress on another gateway instance."}

@@ -1,0 +1,367 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/coalesce"
+	"github.com/corralhq/corral/internal/coalesce/redislock"
+	"github.com/corralhq/corral/internal/tenant"
+	"github.com/corralhq/corral/internal/upstream"
+)
+
+// Locker is the cross-instance leader lock (coalesce/redislock in
+// distributed mode). Only one holder per name at a time, across instances.
+type Locker interface {
+	// TryAcquire takes name if nobody holds it. ok=false means another
+	// holds it; err is a Redis failure.
+	TryAcquire(ctx context.Context, name string) (lease Lease, ok bool, err error)
+}
+
+// Lease is a held lock; the implementation renews it until Release.
+type Lease interface {
+	Release(ctx context.Context) error
+}
+
+// Bus carries "done" notices between instances.
+type Bus interface {
+	// Watch returns a channel that is closed when name is announced done;
+	// cancel must be called when the watcher stops.
+	Watch(name string) (ch <-chan struct{}, cancel func())
+	Publish(ctx context.Context, name string) error
+}
+
+// maxUpstreamBody bounds a non-streamed upstream answer Corral buffers.
+const maxUpstreamBody = 64 << 20
+
+// flightParams is what the leader's request contributes to a flight.
+type flightParams struct {
+	t           *tenant.Tenant
+	endpoint    string
+	name        string // response entry key
+	lockName    string
+	body        []byte
+	header      http.Header // the leader's request headers, cloned
+	ttl         time.Duration
+	minStoredAt time.Time
+	noCache     bool // the leader asked for a fresh upstream answer
+}
+
+// flightState is shared by everyone in a flight. rec and streaming are
+// usable at once; header is set before streaming is closed; res before the
+// flight is done.
+type flightState struct {
+	rec       *coalesce.Record
+	streaming chan struct{} // closed when the upstream answered 200 with an event stream
+	header    http.Header   // the upstream's response headers, filtered
+	res       flightResult
+}
+
+// flightResult is a flight's outcome.
+type flightResult struct {
+	entry  *cache.Entry // the answer (200 or an upstream error passed through)
+	source string       // cacheMiss: this flight called upstream; cacheHit: found on the double-check; cacheCoalesced: another instance's answer
+	stored bool
+	fail   *apiError // a failure Corral answers for (timeout, connect, auth, concurrency)
+}
+
+type flightGroup = coalesce.Group[*flightState]
+
+// groupFor returns the tenant's flight group: one per tenant, so one
+// tenant's key space never contends with another's lock.
+func (s *Server) groupFor(id string) *flightGroup {
+	if g, ok := s.groups.Load(id); ok {
+		return g.(*flightGroup)
+	}
+	g, _ := s.groups.LoadOrStore(id, new(flightGroup))
+	return g.(*flightGroup)
+}
+
+// runFlight is a flight's work: become the one leader across instances (or
+// wait for it), double-check the cache, call upstream, classify, store,
+// tell the other instances. It runs on the flight's detached context.
+func (s *Server) runFlight(ctx context.Context, p *flightParams, st *flightState) error {
+	defer st.rec.Close(errFlightEnded) // no-op when the stream was closed properly
+
+	lease, res, done := s.lead(ctx, p)
+	if done {
+		st.res = res
+		return ctx.Err()
+	}
+	if lease != nil {
+		defer func() {
+			// A fresh context: the flight's may be cancelled, and a lock
+			// left behind would stall every waiter for a whole TTL.
+			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			s.redis.record(lease.Release(rctx))
+			if s.bus != nil {
+				s.redis.record(s.bus.Publish(rctx, p.name))
+			}
+		}()
+	}
+
+	// Double-check: another flight (here or elsewhere) may have stored the
+	// answer between our lookup and becoming leader. A no-cache leader
+	// skipped the lookup on purpose and wants the upstream's answer.
+	if !p.noCache {
+		if e, _ := s.lookup(ctx, p.name, p.minStoredAt); e != nil {
+			st.res = flightResult{entry: e, source: cacheHit}
+			return nil
+		}
+	}
+
+	// The leader semaphore bounds this tenant's concurrent upstream calls
+	// on this instance; it is held only for the call itself.
+	wctx, cancel := context.WithTimeout(ctx, s.leaderWait)
+	err := p.t.Leaders.Acquire(wctx, 1)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		st.res.fail = errConcurrency(p.t.MaxLeaders)
+		return nil
+	}
+	defer p.t.Leaders.Release(1)
+
+	st.res.source = cacheMiss
+	resp, err := s.up.Do(ctx, upstream.Request{Method: http.MethodPost, Path: p.endpoint, Header: p.header, Body: p.body})
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		st.res.fail = upstreamFailure(err)
+		return nil
+	}
+	defer resp.Body.Close()
+
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		st.res.fail = errUpstreamAuth
+		return nil
+	case resp.StatusCode == http.StatusOK && isEventStream(resp.Header):
+		return s.streamFlight(ctx, p, st, resp)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		st.res.fail = upstreamFailure(err)
+		return nil
+	}
+	e := &cache.Entry{Status: resp.StatusCode, Header: cache.KeepHeaders(resp.Header), Body: body}
+	if resp.StatusCode != http.StatusOK {
+		// Passed through, not stored: keep what helps the client, such as
+		// Retry-After on a 429.
+		e.Header = http.Header{}
+		upstream.CopyResponseHeader(e.Header, resp.Header)
+	}
+	st.res.entry = e
+	if resp.StatusCode == http.StatusOK {
+		e.PromptTokens, e.CompletionTokens = usageOf(body)
+		st.res.stored = s.store(context.WithoutCancel(ctx), p, e)
+	}
+	return nil
+}
+
+// errFlightEnded closes a stream record that its flight abandoned.
+var errFlightEnded = errors.New("flight ended before the stream completed")
+
+// lead makes this flight the leader across instances, or waits for the
+// instance that is. done=true means res is the flight's answer and no
+// upstream call is to be made. A nil lease with done=false means lead
+// without a lock: embedded mode, Redis unreachable, or the wait timed out.
+func (s *Server) lead(ctx context.Context, p *flightParams) (lease Lease, res flightResult, done bool) {
+	if s.locker == nil {
+		return nil, res, false
+	}
+	deadline := time.NewTimer(s.waitTimeout)
+	defer deadline.Stop()
+	for {
+		if !s.redis.allow() {
+			return nil, res, false
+		}
+		l, ok, err := s.locker.TryAcquire(ctx, p.lockName)
+		s.redis.record(err)
+		if err != nil || ok {
+			return l, res, false // an error degrades to leading locally
+		}
+		// Another instance leads. Watch before looking, so a "done" sent
+		// between the look and the wait is not missed.
+		ch, unwatch := s.watch(p.name)
+		e, err := s.lookup(ctx, p.name, p.minStoredAt)
+		if e != nil {
+			unwatch()
+			return nil, flightResult{entry: e, source: cacheCoalesced}, true
+		}
+		if err != nil {
+			unwatch()
+			return nil, res, false
+		}
+		poll := time.NewTimer(s.pollInterval)
+		select {
+		case <-ch:
+		case <-poll.C:
+		case <-deadline.C:
+			unwatch()
+			poll.Stop()
+			if s.failOnWaitTimeout {
+				return nil, flightResult{fail: errWaitTimeout}, true
+			}
+			return nil, res, false
+		case <-ctx.Done():
+			unwatch()
+			poll.Stop()
+			return nil, res, true
+		}
+		unwatch()
+		poll.Stop()
+	}
+}
+
+func (s *Server) watch(name string) (<-chan struct{}, func()) {
+	if s.bus == nil {
+		return nil, func() {}
+	}
+	return s.bus.Watch(name)
+}
+
+// lookup reads an entry no older than minStoredAt. A miss is (nil, nil); a
+// store failure is (nil, err) and never fails the request.
+func (s *Server) lookup(ctx context.Context, name string, minStoredAt time.Time) (*cache.Entry, error) {
+	if !s.redis.allow() {
+		return nil, nil
+	}
+	e, err := s.cache.Get(ctx, name)
+	switch {
+	case errors.Is(err, cache.ErrNotFound):
+		s.redis.record(nil)
+		return nil, nil
+	case err != nil:
+		s.redis.record(err)
+		return nil, err
+	}
+	s.redis.record(nil)
+	if e.StoredAt.Before(minStoredAt) {
+		return nil, nil
+	}
+	return e, nil
+}
+
+// store saves a complete answer; a store failure is logged, never returned.
+func (s *Server) store(ctx context.Context, p *flightParams, e *cache.Entry) bool {
+	if !s.redis.allow() {
+		return false
+	}
+	err := s.cache.Set(ctx, p.name, e, p.ttl)
+	if errors.Is(err, cache.ErrNotCacheable) {
+		return false
+	}
+	s.redis.record(err)
+	return err == nil
+}
+
+// streamFlight relays an upstream event stream into the flight's record
+// while assembling the completion, and stores it only if it ended
+// cleanly.
+func (s *Server) streamFlight(ctx context.Context, p *flightParams, st *flightState, resp *http.Response) error {
+	st.header = http.Header{}
+	upstream.CopyResponseHeader(st.header, resp.Header)
+	close(st.streaming)
+
+	asm := upstream.NewAssembler(p.endpoint)
+	storable := true
+	er := upstream.NewEventReader(resp.Body)
+	for {
+		ev, err := er.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				st.rec.Close(ctx.Err())
+				return ctx.Err()
+			}
+			if errors.Is(err, io.EOF) {
+				err = errStreamIncomplete // the body ended without [DONE]
+			}
+			st.rec.Close(err)
+			st.res.fail = streamFailure(err)
+			return nil
+		}
+		data := upstream.Data(ev)
+		if upstream.IsDone(data) {
+			s.finishStream(ctx, p, st, asm, storable)
+			st.rec.Append(bytes.Clone(ev))
+			st.rec.Close(nil)
+			// Drain what little may follow so the connection is reused.
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			return nil
+		}
+		st.rec.Append(bytes.Clone(ev))
+		if len(data) > 0 && storable && asm.Add(data) != nil {
+			storable = false // e.g. an error event mid-stream: relay it, never store it
+		}
+	}
+}
+
+// errStreamIncomplete is a stream that ended without [DONE].
+var errStreamIncomplete = errors.New("upstream stream ended before it was complete")
+
+// finishStream assembles and stores a stream that reached [DONE]. It runs
+// before [DONE] is relayed, so a client that saw the end and asks again at
+// once finds the entry; and it stores even if every client has just left,
+// because the answer is whole and already paid for.
+func (s *Server) finishStream(ctx context.Context, p *flightParams, st *flightState, asm *upstream.Assembler, storable bool) {
+	if asm.Add([]byte("[DONE]")) != nil || !asm.Complete() {
+		// A choice without a finish reason: relayed as it came, never stored.
+		st.res.fail = streamFailure(errStreamIncomplete)
+		return
+	}
+	body, err := asm.Body()
+	if err != nil {
+		st.res.fail = streamFailure(err)
+		return
+	}
+	e := &cache.Entry{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+	if pt, ct, ok := asm.Usage(); ok {
+		e.PromptTokens, e.CompletionTokens = pt, ct
+	}
+	st.res.entry = e
+	if storable {
+		st.res.stored = s.store(context.WithoutCancel(ctx), p, e)
+	}
+}
+
+// usageOf reads the usage numbers of a non-streamed answer.
+func usageOf(body []byte) (prompt, completion int) {
+	var v struct {
+		Usage *struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Usage == nil {
+		return 0, 0
+	}
+	return v.Usage.PromptTokens, v.Usage.CompletionTokens
+}
+
+// RedisLocker adapts redislock's Locker, whose leases are concrete, to the
+// Locker the server consumes.
+func RedisLocker(l *redislock.Locker) Locker { return redisLocker{l} }
+
+type redisLocker struct{ l *redislock.Locker }
+
+func (a redisLocker) TryAcquire(ctx context.Context, name string) (Lease, bool, error) {
+	lease, ok, err := a.l.TryAcquire(ctx, name)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	return lease, true, nil
+}

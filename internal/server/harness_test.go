@@ -1,0 +1,153 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/coalesce/redislock"
+	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/tenant"
+	"github.com/corralhq/corral/internal/upstream"
+)
+
+const (
+	acmeKey     = "sk-acme-test-key"
+	limitedKey  = "sk-limited-test-key"
+	upstreamKey = "sk-upstream-secret-key"
+)
+
+// harness is one or more gateway instances in front of one mock model,
+// over real HTTP; with a Redis server they share it as separate processes
+// would (each its own client, lock and bus).
+type harness struct {
+	mock *mockllm.Server
+	up   *httptest.Server
+	gw   *httptest.Server // the first instance
+	srv  *Server          // the first instance
+	gws  []*httptest.Server
+	srvs []*Server
+
+	mu   sync.Mutex // protects seen
+	seen []http.Header
+}
+
+type harnessOptions struct {
+	upstreamTimeout time.Duration
+	maxBody         int64
+	mock            mockllm.Options
+	gate            chan struct{} // when set, every upstream request waits for it to close
+	server          func(*Options)
+	tenants         []tenant.Spec
+	instances       int
+	redis           *redistest.Server // distributed mode when set
+	lockTTL         time.Duration
+}
+
+func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
+	tb.Helper()
+	o := harnessOptions{upstreamTimeout: 10 * time.Second, instances: 1, lockTTL: 2 * time.Second}
+	for _, f := range opts {
+		f(&o)
+	}
+	h := &harness{}
+	o.mock.OnRequest = func(r *http.Request) {
+		h.mu.Lock()
+		h.seen = append(h.seen, r.Header.Clone())
+		h.mu.Unlock()
+		if o.gate != nil {
+			select {
+			case <-o.gate:
+			case <-r.Context().Done():
+			}
+		}
+	}
+	h.mock = mockllm.New(o.mock)
+	h.up = httptest.NewServer(h.mock)
+	tb.Cleanup(h.up.Close)
+
+	reg, err := tenant.NewRegistry(append([]tenant.Spec{
+		{ID: "acme", KeySHA256: []string{tenant.HashKey(acmeKey)}, MaxLeaders: 8, CacheTTL: time.Hour, Cache: true},
+		{ID: "limited", KeySHA256: []string{tenant.HashKey(limitedKey)}, MaxLeaders: 8, CacheTTL: time.Hour, Cache: true,
+			Models: []string{"gpt-4o-mini", "text-embedding-3-small"}},
+	}, o.tenants...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for range o.instances {
+		up, err := upstream.New(upstream.Options{BaseURL: h.up.URL + "/v1", APIKey: upstreamKey, Timeout: o.upstreamTimeout})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		so := Options{Tenants: reg, Upstream: up, MaxBodyBytes: o.maxBody, PollInterval: 20 * time.Millisecond}
+		if o.redis != nil {
+			rdb := testRedisClient(tb, o.redis)
+			bus := redislock.NewBus(rdb, redislock.BusOptions{})
+			tb.Cleanup(func() { _ = bus.Close() })
+			<-bus.Ready()
+			so.Distributed = true
+			so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
+			so.Locker = RedisLocker(redislock.NewLocker(rdb, redislock.Options{TTL: o.lockTTL}))
+			so.Bus = bus
+			so.RedisBackoff = 50 * time.Millisecond
+		} else {
+			mem := cache.NewMemory(cache.MemoryOptions{})
+			tb.Cleanup(func() { _ = mem.Close() })
+			so.Cache = mem
+		}
+		if o.server != nil {
+			o.server(&so)
+		}
+		srv, err := New(so)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		gw := httptest.NewServer(srv)
+		tb.Cleanup(gw.Close)
+		h.srvs = append(h.srvs, srv)
+		h.gws = append(h.gws, gw)
+	}
+	h.gw, h.srv = h.gws[0], h.srvs[0]
+	return h
+}
+
+// testRedisClient is a client configured as cmd/gateway configures its own:
+// fail fast, honour context deadlines.
+func testRedisClient(tb testing.TB, srv *redistest.Server) *redis.Client {
+	opt, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	opt.DialTimeout = 500 * time.Millisecond
+	opt.ReadTimeout = 500 * time.Millisecond
+	opt.WriteTimeout = 500 * time.Millisecond
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = 1
+	opt.DialerRetries = 1
+	opt.PoolSize = 64
+	rdb := redis.NewClient(opt)
+	tb.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// bases are the instances' base URLs.
+func (h *harness) bases() []string {
+	var out []string
+	for _, gw := range h.gws {
+		out = append(out, gw.URL)
+	}
+	return out
+}
+
+// seenHeaders returns the request headers the upstream received.
+func (h *harness) seenHeaders() []http.Header {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]http.Header(nil), h.seen...)
+}

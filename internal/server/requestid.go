@@ -1,0 +1,69 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+)
+
+// requestIDHeader is echoed when the client sends a sane one, else generated.
+const requestIDHeader = "X-Request-Id"
+
+type requestIDKey struct{}
+
+// requestIDs makes ids that are unique across instances (a random prefix per
+// process) and cheap (a counter, no syscall per request).
+type requestIDs struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newRequestIDs() *requestIDs {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &requestIDs{prefix: "corral-" + hex.EncodeToString(b[:]) + "-"}
+}
+
+func (g *requestIDs) next() string {
+	return g.prefix + strconv.FormatUint(g.n.Add(1), 10)
+}
+
+// requestID sets X-Request-Id on the request (so it reaches the upstream),
+// the response and the context.
+func requestID(ids *requestIDs) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id := r.Header.Get(requestIDHeader)
+			if !validRequestID(id) {
+				id = ids.next()
+				r.Header.Set(requestIDHeader, id)
+			}
+			w.Header().Set(requestIDHeader, id)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+		})
+	}
+}
+
+// validRequestID accepts short ids of safe characters, so a client cannot
+// inject log lines or huge headers through it.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+// requestIDFrom returns the request id in ctx.
+func requestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}

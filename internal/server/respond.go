@@ -1,0 +1,91 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/upstream"
+)
+
+// serveEntry answers from a complete entry: as JSON, or replayed as an
+// event stream when the client asked for one.
+func (s *Server) serveEntry(w http.ResponseWriter, r *http.Request, endpoint string, e *cache.Entry, source string, stored bool, req *keying.Request, ctl controls) {
+	h := w.Header()
+	for k, vv := range e.Header {
+		h[k] = vv
+	}
+	setCacheHeaders(h, source, e, stored, ctl, s.now())
+	if req.Stream && e.Status == http.StatusOK {
+		if events, err := upstream.Replay(endpoint, e.Body, req.IncludeUsage); err == nil {
+			h.Set("Content-Type", "text/event-stream")
+			h.Set("Cache-Control", "no-cache")
+			h.Del("Content-Length")
+			w.WriteHeader(http.StatusOK)
+			for _, ev := range events {
+				if _, err := w.Write(ev); err != nil {
+					return
+				}
+			}
+			return
+		}
+		// An entry that cannot be replayed as a stream (embeddings) is
+		// answered as JSON, as the upstream would.
+	}
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(e.Body)))
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(e.Body)
+}
+
+// followStream relays a flight's stream record to one client, from the
+// first event, then live. Each client has its own cursor, so a slow one
+// slows nobody else.
+func (s *Server) followStream(w http.ResponseWriter, r *http.Request, st *flightState, source string, includeUsage bool, ctl controls) {
+	h := w.Header()
+	for k, vv := range st.header {
+		h[k] = vv
+	}
+	setCacheHeaders(h, source, nil, false, ctl, s.now())
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	rc := http.NewResponseController(w)
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+	cur := st.rec.Cursor()
+	for {
+		batch, err := cur.Next(r.Context())
+		if err != nil {
+			if errors.Is(err, io.EOF) || r.Context().Err() != nil {
+				return
+			}
+			recordFrom(r.Context()).err = err.Error()
+			_, _ = w.Write(upstream.ErrorEvent(streamFailure(err).body()))
+			_ = rc.Flush()
+			return
+		}
+		for _, ev := range batch {
+			if !includeUsage && isUsageEvent(ev) {
+				continue
+			}
+			if _, err := w.Write(ev); err != nil {
+				return
+			}
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+// isUsageEvent reports whether ev is the usage-only chunk a stream sends
+// when include_usage is set: no choices, a usage object.
+func isUsageEvent(ev []byte) bool {
+	return bytes.Contains(ev, []byte(`"choices":[]`)) && bytes.Contains(ev, []byte(`"usage":{`))
+}

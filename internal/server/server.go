@@ -1,0 +1,156 @@
+// Package server is Corral's HTTP surface: the chi router, the edge
+// middleware (request id, access log, recover, body limit), tenant
+// authentication, and the handlers that run the request path of the
+// design: authenticate, limit, key, look up, coalesce, call upstream,
+// classify, store.
+package server
+
+import (
+	"cmp"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/tenant"
+	"github.com/corralhq/corral/internal/upstream"
+)
+
+// Options wire a Server. Upstream and Tenants are required.
+type Options struct {
+	// Tenants is the initial registry; SetTenants swaps it live.
+	Tenants *tenant.Registry
+	// Upstream is the model provider client.
+	Upstream *upstream.Client
+	// Logger receives the access log and errors. Default: discard.
+	Logger *slog.Logger
+	// MaxBodyBytes is the request body limit (413 above it). Default 8 MiB.
+	MaxBodyBytes int64
+	// Ready reports readiness detail for /readyz; nil means always ready.
+	Ready func() (ready bool, detail map[string]any)
+
+	// Cache stores complete answers. Required.
+	Cache cache.Store
+	// Distributed is true when Cache, Locker and Bus live in Redis; Redis
+	// faults then degrade to in-process coalescing instead of failing.
+	Distributed bool
+	// Locker and Bus coordinate instances; nil in embedded mode.
+	Locker Locker
+	Bus    Bus
+	// PollInterval is the waiters' safety-net poll. Default 50ms.
+	PollInterval time.Duration
+	// WaitTimeout is the longest a waiter waits for another instance's
+	// call. Default 120s.
+	WaitTimeout time.Duration
+	// FailOnWaitTimeout answers 504 when WaitTimeout passes, instead of
+	// calling upstream itself. Default false.
+	FailOnWaitTimeout bool
+	// LeaderWait bounds the wait for a tenant's leader semaphore before 429
+	// tenant_concurrency_exceeded. Default 10s.
+	LeaderWait time.Duration
+	// RedisBackoff is how long Redis is skipped after a failure before it
+	// is probed again. Default 1s.
+	RedisBackoff time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Server handles Corral's HTTP requests.
+type Server struct {
+	up      *upstream.Client
+	log     *slog.Logger
+	maxBody int64
+	ready   func() (bool, map[string]any)
+	ids     *requestIDs
+	tenants atomic.Pointer[tenant.Registry]
+	handler http.Handler
+
+	cache             cache.Store
+	locker            Locker
+	bus               Bus
+	redis             *breaker // nil in embedded mode
+	groups            sync.Map // tenant id → *flightGroup
+	pollInterval      time.Duration
+	waitTimeout       time.Duration
+	failOnWaitTimeout bool
+	leaderWait        time.Duration
+	now               func() time.Time
+}
+
+// New builds a Server.
+func New(o Options) (*Server, error) {
+	if o.Upstream == nil || o.Tenants == nil || o.Cache == nil {
+		return nil, errors.New("server: Upstream, Tenants and Cache are required")
+	}
+	s := &Server{
+		up:      o.Upstream,
+		log:     o.Logger,
+		maxBody: o.MaxBodyBytes,
+		ready:   o.Ready,
+		ids:     newRequestIDs(),
+
+		cache:             o.Cache,
+		locker:            o.Locker,
+		bus:               o.Bus,
+		pollInterval:      cmp.Or(o.PollInterval, 50*time.Millisecond),
+		waitTimeout:       cmp.Or(o.WaitTimeout, 120*time.Second),
+		failOnWaitTimeout: o.FailOnWaitTimeout,
+		leaderWait:        cmp.Or(o.LeaderWait, 10*time.Second),
+		now:               o.Now,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = 8 << 20
+	}
+	if o.Distributed {
+		s.redis = newBreaker(cmp.Or(o.RedisBackoff, time.Second), s.now, s.log)
+	}
+	s.tenants.Store(o.Tenants)
+	s.handler = s.routes()
+	return s, nil
+}
+
+// SetTenants swaps the tenant registry; requests already authenticated
+// keep the tenant they resolved.
+func (s *Server) SetTenants(r *tenant.Registry) { s.tenants.Store(r) }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+func (s *Server) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(requestID(s.ids), accessLog(s.log), recoverer(s.log))
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errNotFound) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
+
+	r.Get("/healthz", s.handleHealthz)
+	r.Get("/readyz", s.handleReadyz)
+
+	r.Route("/v1", func(r chi.Router) {
+		r.Use(bodyLimit(s.maxBody), s.authenticate)
+		r.Post("/chat/completions", s.handleModelCall("/chat/completions"))
+		r.Post("/completions", s.handleModelCall("/completions"))
+		r.Post("/embeddings", s.handleModelCall("/embeddings"))
+		r.Get("/models", s.handleModels)
+		// Everything else under /v1 (files, batches, stored completions,
+		// GET on the paths above...) is proxied untouched.
+		r.HandleFunc("/*", s.handleProxy)
+		r.MethodNotAllowed(s.handleProxy)
+	})
+	return r
+}
+
+// RedisHealthy reports whether Redis answered the last time it was asked
+// (always true in embedded mode).
+func (s *Server) RedisHealthy() bool { return s.redis.healthy() }
