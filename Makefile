@@ -1,0 +1,26 @@
+# Corral's everyday commands. `make test` is what CI runs.
+GO ?= go
+PKGS := ./...
+
+.PHONY: run demo test bench lint fuzz
+
+run: ## serve with CORRAL_* from the environment
+	$(GO) run ./cmd/gateway
+
+demo: ## serve the built-in mock model with a demo key
+	$(GO) run ./cmd/gateway -demo
+
+test: ## vet, race-enabled tests, then every benchmark once so they stay runnable
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 10m $(PKGS)
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 5m $(PKGS)
+
+bench: ## benchmarks with allocations
+	$(GO) test -run '^$$' -bench . -benchmem -timeout 15m $(PKGS)
+
+lint:
+	$(GO) vet $(PKGS)
+	test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
+
+fuzz: ## a short fuzz run of the keying canonicaliser
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/keying/
