@@ -24,8 +24,8 @@ func printDemo(w io.Writer, addr net.Addr) {
   API key:  %[2]s
 
 Try it:
-  curl -s http://%[1]s/v1/chat/completions -H "Authorization: Bearer %[2]s" -H "Content-Type: application/json" -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello, Corral"}]}'
+  curl -si http://%[1]s/v1/chat/completions -H "Authorization: Bearer %[2]s" -H "Content-Type: application/json" -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello, Corral"}]}'
 
-Run it twice: the second answer carries X-Corral-Cache: HIT (curl -i shows it).
+Run it twice: the second answer carries X-Corral-Cache: HIT.
 `, host, DemoKey)
 }

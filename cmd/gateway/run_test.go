@@ -84,7 +84,7 @@ func TestRunDemoServesAndStops(t *testing.T) {
 	go func() { done <- run(ctx, []string{"-demo"}, []string{"CORRAL_ADDR=127.0.0.1:0"}, stdout, stderr) }()
 
 	base := stdout.waitFor(t, regexp.MustCompile(`base URL: (http://\S+)`))[1]
-	if !strings.Contains(stdout.String(), "curl -s "+base+"/chat/completions") || !strings.Contains(stdout.String(), DemoKey) {
+	if !strings.Contains(stdout.String(), "curl -si "+base+"/chat/completions") || !strings.Contains(stdout.String(), DemoKey) {
 		t.Errorf("demo banner lacks the curl line or key:\n%s", stdout)
 	}
 	req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions",

@@ -392,3 +392,32 @@ func TestWithStreamUsage(t *testing.T) {
 	}
 	_ = bytes.MinRead
 }
+
+func TestLeaderSemaphore(t *testing.T) {
+	gate := make(chan struct{})
+	h := newHarness(t, func(o *harnessOptions) {
+		o.gate = gate
+		o.tenants = []tenant.Spec{{ID: "solo", KeySHA256: []string{tenant.HashKey("sk-solo")}, MaxLeaders: 1, CacheTTL: time.Hour, Cache: true}}
+		o.server = func(so *Options) { so.LeaderWait = 50 * time.Millisecond }
+	})
+	first := make(chan answer, 1)
+	go func() { first <- send(context.Background(), h.gw.URL, "sk-solo", chatBody("one")) }()
+	if _, err := h.mock.Wait(context.Background(), func(s mockllm.Stats) bool { return s.InFlight == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	// A different prompt needs a second upstream call; the tenant's one
+	// permit is taken, so after the bounded wait it is refused.
+	second := send(context.Background(), h.gw.URL, "sk-solo", chatBody("two"))
+	if second.status != 429 || !strings.Contains(second.body, `"code":"tenant_concurrency_exceeded"`) ||
+		second.header.Get("Retry-After") == "" || second.header.Get("Retry-After-Ms") == "" {
+		t.Errorf("second = %d %s %v; want 429 tenant_concurrency_exceeded with Retry-After", second.status, second.body, second.header)
+	}
+	close(gate)
+	if a := <-first; a.status != 200 {
+		t.Errorf("first = %d", a.status)
+	}
+	// The permit is back: the refused prompt now goes through.
+	if a := send(context.Background(), h.gw.URL, "sk-solo", chatBody("two")); a.status != 200 {
+		t.Errorf("after the permit was released: %d %s", a.status, a.body)
+	}
+}

@@ -98,17 +98,19 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 
 	select {
 	case <-st.streaming:
-		if req.Stream {
-			rec.cache = source
-			s.followStream(w, r, st, source, req.IncludeUsage, ctl)
-			return
-		}
-		select {
-		case <-f.Done():
-		case <-r.Context().Done():
-			writeError(w, errClientClosed)
-			return
-		}
+	case <-f.Done():
+	case <-r.Context().Done():
+		writeError(w, errClientClosed)
+		return
+	}
+	// A streamed answer is followed from its record even when the flight
+	// has already ended: the record holds the whole stream as it came.
+	if req.Stream && isClosed(st.streaming) {
+		rec.cache = source
+		s.followStream(w, r, st, source, req.IncludeUsage, ctl)
+		return
+	}
+	select {
 	case <-f.Done():
 	case <-r.Context().Done():
 		writeError(w, errClientClosed)
@@ -161,4 +163,13 @@ func withStreamUsage(body []byte) []byte {
 	}
 	out = append(out, `"stream_options":{"include_usage":true}`...)
 	return append(out, body[end:]...)
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

@@ -12,10 +12,10 @@ import (
 )
 
 // distributed is a harness of n instances sharing one real redis-server.
-func distributed(t *testing.T, n int, opts ...func(*harnessOptions)) (*harness, *redistest.Server) {
-	t.Helper()
-	rs := redistest.Start(t)
-	h := newHarness(t, append([]func(*harnessOptions){func(o *harnessOptions) {
+func distributed(tb testing.TB, n int, opts ...func(*harnessOptions)) (*harness, *redistest.Server) {
+	tb.Helper()
+	rs := redistest.Start(tb)
+	h := newHarness(tb, append([]func(*harnessOptions){func(o *harnessOptions) {
 		o.redis, o.instances = rs, n
 	}}, opts...)...)
 	return h, rs

@@ -110,6 +110,11 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="corral"`)
 	}
+	if e.Status == http.StatusTooManyRequests && h.Get("Retry-After") == "" {
+		// Every 429 says when to retry; the official SDKs honour it.
+		h.Set("Retry-After", "1")
+		h.Set("Retry-After-Ms", "1000")
+	}
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(e.body())
 }

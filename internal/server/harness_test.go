@@ -85,6 +85,7 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 		if err != nil {
 			tb.Fatal(err)
 		}
+		tb.Cleanup(up.CloseIdleConnections)
 		so := Options{Tenants: reg, Upstream: up, MaxBodyBytes: o.maxBody, PollInterval: 20 * time.Millisecond}
 		if o.redis != nil {
 			rdb := testRedisClient(tb, o.redis)

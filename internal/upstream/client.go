@@ -123,3 +123,7 @@ func (c *Client) send(ctx context.Context, req Request) (*http.Response, error) 
 	}
 	return c.hc.Do(hreq)
 }
+
+// CloseIdleConnections closes pooled connections not in use, for a clean
+// shutdown.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }

@@ -1,0 +1,170 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// benchClient keeps enough idle connections for parallel benchmarks.
+var benchClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+
+func benchPost(b *testing.B, url, body string, hdr ...string) {
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+acmeKey)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
+// BenchmarkPassthrough is the upstream path (Cache-Control: no-store) in
+// front of the mock model with 0 ms latency, against the mock directly.
+func BenchmarkPassthrough(b *testing.B) {
+	h := newHarness(b)
+	body := chatBody("passthrough benchmark")
+	b.Cleanup(benchClient.CloseIdleConnections)
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			benchPost(b, h.up.URL, body)
+		}
+	})
+	b.Run("corral", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			benchPost(b, h.gw.URL, body, "Cache-Control", "no-store")
+		}
+	})
+}
+
+// BenchmarkHit is a cache hit end to end, memory and Redis.
+func BenchmarkHit(b *testing.B) {
+	b.Cleanup(benchClient.CloseIdleConnections)
+	body := chatBody("hit benchmark")
+	b.Run("memory", func(b *testing.B) {
+		h := newHarness(b)
+		benchPost(b, h.gw.URL, body)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			benchPost(b, h.gw.URL, body)
+		}
+	})
+	b.Run("redis", func(b *testing.B) {
+		h, _ := distributed(b, 1)
+		benchPost(b, h.gw.URL, body)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			benchPost(b, h.gw.URL, body)
+		}
+	})
+}
+
+// BenchmarkStampede fires bursts of identical requests over 3 instances
+// sharing Redis and reports upstream calls per burst and how long waiters
+// on other instances take to answer after the leader's client got its
+// answer (the wake-up latency), with the pub/sub bus and with polling only.
+func BenchmarkStampede(b *testing.B) {
+	for _, mode := range []string{"pubsub", "poll"} {
+		b.Run(mode, func(b *testing.B) {
+			h, _ := distributed(b, 3, func(o *harnessOptions) {
+				o.mock.Latency = 20 * time.Millisecond
+				o.server = func(so *Options) {
+					so.PollInterval = 50 * time.Millisecond
+					if mode == "poll" {
+						so.Bus = nil
+					}
+				}
+			})
+			const size = 100
+			var wakes []time.Duration
+			var calls int64
+			burstN := 0
+			for b.Loop() {
+				burstN++
+				before := h.mock.Stats().Requests
+				body := chatBody(fmt.Sprintf("stampede %d", burstN))
+				got := timedBurst(h, size, body)
+				calls += h.mock.Stats().Requests - before
+				var leader time.Time
+				for _, r := range got {
+					if r.cache == cacheMiss {
+						leader = r.at
+					}
+				}
+				for _, r := range got {
+					if r.cache == cacheCoalesced && r.instance != got[0].leaderInstance && r.at.After(leader) {
+						wakes = append(wakes, r.at.Sub(leader))
+					}
+				}
+			}
+			b.ReportMetric(float64(calls)/float64(burstN), "upstream-calls/burst")
+			if len(wakes) > 0 {
+				slices.Sort(wakes)
+				b.ReportMetric(float64(wakes[len(wakes)/2].Microseconds())/1000, "wake-p50-ms")
+				b.ReportMetric(float64(wakes[len(wakes)*99/100].Microseconds())/1000, "wake-p99-ms")
+			}
+		})
+	}
+}
+
+type timed struct {
+	cache          string
+	instance       int
+	leaderInstance int
+	at             time.Time
+}
+
+// timedBurst sends n identical requests round robin over the instances
+// and records when each answer arrived.
+func timedBurst(h *harness, n int, body string) []timed {
+	out := make([]timed, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			inst := i % len(h.gws)
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, h.gws[inst].URL+"/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+acmeKey)
+			resp, err := benchClient.Do(req)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			out[i] = timed{cache: resp.Header.Get("X-Corral-Cache"), instance: inst, at: time.Now()}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	leader := -1
+	for _, r := range out {
+		if r.cache == cacheMiss {
+			leader = r.instance
+		}
+	}
+	for i := range out {
+		out[i].leaderInstance = leader
+	}
+	return out
+}
