@@ -52,20 +52,24 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 		}
 
 		name := keying.Name(t.ID, req.Hash, keying.Response)
+		negName := keying.Name(t.ID, req.Hash, keying.Negative)
 		if !ctl.noCache {
-			if e, _ := s.lookup(r.Context(), name, ctl.minStoredAt(s.now())); e != nil {
+			if e, neg, _ := s.lookup(r.Context(), name, negName, ctl.minStoredAt(s.now())); e != nil {
 				rec.cache = cacheHit
-				s.serveEntry(w, r, endpoint, e, cacheHit, false, &req, ctl)
+				if neg {
+					rec.cache = cacheNegative
+				}
+				s.serveEntry(w, r, endpoint, e, rec.cache, false, &req, ctl)
 				return
 			}
 		}
-		s.serveFlight(w, r, t, endpoint, body, &req, ctl, name)
+		s.serveFlight(w, r, t, endpoint, body, &req, ctl, name, negName)
 	}
 }
 
 // serveFlight joins (or starts) the flight for this prompt and answers
 // from it: live from its stream record, or from its final result.
-func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, endpoint string, body []byte, req *keying.Request, ctl controls, name string) {
+func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, endpoint string, body []byte, req *keying.Request, ctl controls, name, negName string) {
 	rec := recordFrom(r.Context())
 	f, leader := s.groupFor(t.ID).Join(req.Hash, func() (*flightState, coalesce.Work) {
 		st := &flightState{rec: coalesce.NewRecord(), streaming: make(chan struct{})}
@@ -77,10 +81,12 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 			t:           t,
 			endpoint:    endpoint,
 			name:        name,
+			negName:     negName,
 			lockName:    keying.Name(t.ID, req.Hash, keying.Lock),
 			body:        body,
 			header:      r.Header.Clone(),
 			ttl:         ttl,
+			negTTL:      t.NegativeTTL,
 			minStoredAt: ctl.minStoredAt(s.now()),
 			noCache:     ctl.noCache,
 		}

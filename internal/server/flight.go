@@ -12,6 +12,7 @@ import (
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/coalesce/redislock"
+	"github.com/corralhq/corral/internal/negcache"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 )
@@ -45,10 +46,12 @@ type flightParams struct {
 	t           *tenant.Tenant
 	endpoint    string
 	name        string // response entry key
+	negName     string // negative entry key
 	lockName    string
 	body        []byte
 	header      http.Header // the leader's request headers, cloned
-	ttl         time.Duration
+	ttl         time.Duration // positive TTL
+	negTTL      time.Duration // negative TTL
 	minStoredAt time.Time
 	noCache     bool // the leader asked for a fresh upstream answer
 }
@@ -111,8 +114,11 @@ func (s *Server) runFlight(ctx context.Context, p *flightParams, st *flightState
 	// answer between our lookup and becoming leader. A no-cache leader
 	// skipped the lookup on purpose and wants the upstream's answer.
 	if !p.noCache {
-		if e, _ := s.lookup(ctx, p.name, p.minStoredAt); e != nil {
+		if e, neg, _ := s.lookup(ctx, p.name, p.negName, p.minStoredAt); e != nil {
 			st.res = flightResult{entry: e, source: cacheHit}
+			if neg {
+				st.res.source = cacheNegative
+			}
 			return nil
 		}
 	}
@@ -165,9 +171,15 @@ func (s *Server) runFlight(ctx context.Context, p *flightParams, st *flightState
 		upstream.CopyResponseHeader(e.Header, resp.Header)
 	}
 	st.res.entry = e
-	if resp.StatusCode == http.StatusOK {
+	// Storing is detached from cancellation: the answer is whole and paid for.
+	sctx := context.WithoutCancel(ctx)
+	switch negcache.Classify(resp.StatusCode) {
+	case negcache.Answer:
 		e.PromptTokens, e.CompletionTokens = usageOf(body)
-		st.res.stored = s.store(context.WithoutCancel(ctx), p, e)
+		st.res.stored = s.store(sctx, p.name, e, p.ttl)
+	case negcache.Deterministic:
+		e.Header = cache.KeepHeaders(resp.Header)
+		st.res.stored = s.store(sctx, p.negName, e, p.negTTL)
 	}
 	return nil
 }
@@ -197,7 +209,7 @@ func (s *Server) lead(ctx context.Context, p *flightParams) (lease Lease, res fl
 		// Another instance leads. Watch before looking, so a "done" sent
 		// between the look and the wait is not missed.
 		ch, unwatch := s.watch(p.name)
-		e, err := s.lookup(ctx, p.name, p.minStoredAt)
+		e, _, err := s.lookup(ctx, p.name, p.negName, p.minStoredAt)
 		if e != nil {
 			unwatch()
 			return nil, flightResult{entry: e, source: cacheCoalesced}, true
@@ -234,34 +246,55 @@ func (s *Server) watch(name string) (<-chan struct{}, func()) {
 	return s.bus.Watch(name)
 }
 
-// lookup reads an entry no older than minStoredAt. A miss is (nil, nil); a
-// store failure is (nil, err) and never fails the request.
-func (s *Server) lookup(ctx context.Context, name string, minStoredAt time.Time) (*cache.Entry, error) {
+// lookup reads a prompt's positive and negative entries (one round trip
+// when the store can) and returns the one to serve: the positive entry
+// wins; negative reports that e is a remembered failure. Entries older
+// than minStoredAt are ignored. A miss is (nil, false, nil); a store
+// failure is returned but never fails the request.
+func (s *Server) lookup(ctx context.Context, name, negName string, minStoredAt time.Time) (e *cache.Entry, negative bool, err error) {
 	if !s.redis.allow() {
-		return nil, nil
+		return nil, false, nil
 	}
-	e, err := s.cache.Get(ctx, name)
+	var pos, neg *cache.Entry
+	if mg, ok := s.cache.(cache.MultiGetter); ok {
+		var es []*cache.Entry
+		es, err = mg.GetMany(ctx, name, negName)
+		if err == nil {
+			pos, neg = es[0], es[1]
+		}
+	} else {
+		pos, err = s.get(ctx, name)
+		if err == nil && pos == nil {
+			neg, err = s.get(ctx, negName)
+		}
+	}
+	s.redis.record(err)
+	if err != nil {
+		return nil, false, err
+	}
 	switch {
-	case errors.Is(err, cache.ErrNotFound):
-		s.redis.record(nil)
-		return nil, nil
-	case err != nil:
-		s.redis.record(err)
-		return nil, err
+	case pos != nil && !pos.StoredAt.Before(minStoredAt):
+		return pos, false, nil
+	case neg != nil && !neg.StoredAt.Before(minStoredAt):
+		return neg, true, nil
 	}
-	s.redis.record(nil)
-	if e.StoredAt.Before(minStoredAt) {
-		return nil, nil
-	}
-	return e, nil
+	return nil, false, nil
 }
 
-// store saves a complete answer; a store failure is logged, never returned.
-func (s *Server) store(ctx context.Context, p *flightParams, e *cache.Entry) bool {
+func (s *Server) get(ctx context.Context, name string) (*cache.Entry, error) {
+	e, err := s.cache.Get(ctx, name)
+	if errors.Is(err, cache.ErrNotFound) {
+		return nil, nil
+	}
+	return e, err
+}
+
+// store saves an entry; a store failure is recorded, never returned.
+func (s *Server) store(ctx context.Context, name string, e *cache.Entry, ttl time.Duration) bool {
 	if !s.redis.allow() {
 		return false
 	}
-	err := s.cache.Set(ctx, p.name, e, p.ttl)
+	err := s.cache.Set(ctx, name, e, ttl)
 	if errors.Is(err, cache.ErrNotCacheable) {
 		return false
 	}
@@ -334,7 +367,7 @@ func (s *Server) finishStream(ctx context.Context, p *flightParams, st *flightSt
 	}
 	st.res.entry = e
 	if storable {
-		st.res.stored = s.store(context.WithoutCancel(ctx), p, e)
+		st.res.stored = s.store(context.WithoutCancel(ctx), p.name, e, p.ttl)
 	}
 }
 

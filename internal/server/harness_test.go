@@ -48,11 +48,12 @@ type harnessOptions struct {
 	instances       int
 	redis           *redistest.Server // distributed mode when set
 	lockTTL         time.Duration
+	negativeTTL     time.Duration
 }
 
 func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 	tb.Helper()
-	o := harnessOptions{upstreamTimeout: 10 * time.Second, instances: 1, lockTTL: 2 * time.Second}
+	o := harnessOptions{upstreamTimeout: 10 * time.Second, instances: 1, lockTTL: 2 * time.Second, negativeTTL: 30 * time.Second}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -73,8 +74,8 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 	tb.Cleanup(h.up.Close)
 
 	reg, err := tenant.NewRegistry(append([]tenant.Spec{
-		{ID: "acme", KeySHA256: []string{tenant.HashKey(acmeKey)}, MaxLeaders: 8, CacheTTL: time.Hour, Cache: true},
-		{ID: "limited", KeySHA256: []string{tenant.HashKey(limitedKey)}, MaxLeaders: 8, CacheTTL: time.Hour, Cache: true,
+		{ID: "acme", KeySHA256: []string{tenant.HashKey(acmeKey)}, MaxLeaders: 8, CacheTTL: time.Hour, NegativeTTL: o.negativeTTL, Cache: true},
+		{ID: "limited", KeySHA256: []string{tenant.HashKey(limitedKey)}, MaxLeaders: 8, CacheTTL: time.Hour, NegativeTTL: o.negativeTTL, Cache: true,
 			Models: []string{"gpt-4o-mini", "text-embedding-3-small"}},
 	}, o.tenants...))
 	if err != nil {
