@@ -392,7 +392,7 @@ func TestRequestID(t *testing.T) {
 	if got := resp.Header.Get("X-Request-Id"); got != "client-id-42" {
 		t.Errorf("X-Request-Id = %q; want the client's echoed", got)
 	}
-	resp = post(t, h, "/v1/chat/completions", acmeKey, []byte(`{"model":"gpt-4o-mini"}`), "X-Request-Id", "bad id\twith junk")
+	resp = post(t, h, "/v1/chat/completions", acmeKey, []byte(`{"model":"gpt-4o-mini","n":1}`), "X-Request-Id", "bad id\twith junk")
 	got := resp.Header.Get("X-Request-Id")
 	if !strings.HasPrefix(got, "corral-") {
 		t.Errorf("X-Request-Id = %q; want a generated id replacing an unsafe one", got)
