@@ -27,6 +27,8 @@ var (
 
 // Lease is a held lock. It renews the lock in a goroutine it owns until
 // Release, and reports through Lost when the lock stopped being its own.
+// The holder must call Release (typically deferred), also after Lost: it is
+// what stops the goroutine.
 type Lease struct {
 	l     *Locker
 	name  string
@@ -94,7 +96,6 @@ func (le *Lease) renew(ctx context.Context, lastOK time.Time) {
 			return
 		}
 		// A Redis error within the TTL: try again at the next tick.
-
 	}
 }
 

@@ -188,20 +188,25 @@ func (c *scriptErrCounter) count(cmd *redis.Cmd) *redis.Cmd {
 }
 
 func TestLostAfterTTLOfRedisErrors(t *testing.T) {
+	ctx := context.Background()
 	srv := redistest.Start(t)
 	if !srv.Stoppable() {
 		t.Skip("external server")
 	}
-	const ttl = 300 * time.Millisecond
-	le := acquire(t, NewLocker(srv.Client(), Options{TTL: ttl, OpTimeout: 50 * time.Millisecond}))
+	rdb := srv.Client()
+	const ttl = 600 * time.Millisecond
+	le := acquire(t, NewLocker(rdb, Options{TTL: ttl, OpTimeout: 50 * time.Millisecond}))
 
+	// Stop Redis right after a renewal (or the acquire), so the lease's
+	// last success is now and its TTL runs from here.
+	eventually(t, ttl, "a fresh renewal", func() bool { return rdb.PTTL(ctx, lockName).Val() > ttl-50*time.Millisecond })
 	srv.Stop()
 	stopped := time.Now()
 	waitClosed(t, le.Lost(), ttl+2*time.Second, "Lost during an outage")
-	// The last renewal was at most TTL/3 before the outage, so giving up
-	// earlier than ~2/3 TTL would mean an error was taken for a loss.
+	// Renewals fail from TTL/3 on; giving up at the first of them would
+	// mean a Redis error was taken for a lost lock.
 	if d := time.Since(stopped); d < ttl/2 {
-		t.Fatalf("Lost after %v of errors, want after the TTL", d)
+		t.Fatalf("Lost after %v of errors, want about the TTL (%v)", d, ttl)
 	}
 }
 
