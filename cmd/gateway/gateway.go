@@ -12,6 +12,7 @@ import (
 	"github.com/corralhq/corral/internal/coalesce/redislock"
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/server"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
@@ -109,6 +110,9 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
 		so.Locker = server.RedisLocker(redislock.NewLocker(rdb, redislock.Options{TTL: cfg.LockTTL}))
 		so.Bus = bus
+		so.Limiter = ratelimit.NewFallback(
+			ratelimit.NewRedis(rdb, ratelimit.RedisOptions{Timeout: 250 * time.Millisecond}),
+			ratelimit.NewMemory(ratelimit.MemoryOptions{}), log, ratelimit.FallbackOptions{})
 	} else {
 		mem := cache.NewMemory(cache.MemoryOptions{})
 		gw.closers = append(gw.closers, func() { _ = mem.Close() })

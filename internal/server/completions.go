@@ -8,6 +8,7 @@ import (
 
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 )
@@ -44,9 +45,18 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 			return
 		}
 
+		estimate := tokenEstimate(endpoint, req.PromptBytes, req.MaxTokens, req.N)
 		if !t.Cache || ctl.noStore {
 			rec.cache = cacheBypass
 			setCacheHeaders(w.Header(), cacheBypass, nil, false, ctl, s.now())
+			if t.TokensPerMinute > 0 {
+				res, aerr := s.takeTokens(r.Context(), t, ratelimit.Tokens, t.TokensPerMinute, estimate)
+				ratelimit.SetHeaders(w.Header(), ratelimit.Tokens.Suffix(), res)
+				if aerr != nil {
+					writeError(w, aerr)
+					return
+				}
+			}
 			s.forward(w, r, upstream.Request{Method: http.MethodPost, Path: endpoint, Header: r.Header, Body: body})
 			return
 		}
@@ -59,17 +69,18 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 				if neg {
 					rec.cache = cacheNegative
 				}
+				s.tokenHeaders(r.Context(), t, w.Header())
 				s.serveEntry(w, r, endpoint, e, rec.cache, false, &req, ctl)
 				return
 			}
 		}
-		s.serveFlight(w, r, t, endpoint, body, &req, ctl, name, negName)
+		s.serveFlight(w, r, t, endpoint, body, &req, ctl, name, negName, estimate)
 	}
 }
 
 // serveFlight joins (or starts) the flight for this prompt and answers
 // from it: live from its stream record, or from its final result.
-func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, endpoint string, body []byte, req *keying.Request, ctl controls, name, negName string) {
+func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, endpoint string, body []byte, req *keying.Request, ctl controls, name, negName string, estimate int) {
 	rec := recordFrom(r.Context())
 	f, leader := s.groupFor(t.ID).Join(req.Hash, func() (*flightState, coalesce.Work) {
 		st := &flightState{rec: coalesce.NewRecord(), streaming: make(chan struct{})}
@@ -89,6 +100,7 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 			negTTL:      t.NegativeTTL,
 			minStoredAt: ctl.minStoredAt(s.now()),
 			noCache:     ctl.noCache,
+			estimate:    estimate,
 		}
 		if req.Stream {
 			p.body = withStreamUsage(body)
@@ -108,6 +120,13 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 	case <-r.Context().Done():
 		writeError(w, errClientClosed)
 		return
+	}
+	// The leader reports the tokens/min decision its flight made; everyone
+	// else sees the bucket as it is (they cost nothing).
+	if leader && st.tokens != nil {
+		ratelimit.SetHeaders(w.Header(), ratelimit.Tokens.Suffix(), *st.tokens)
+	} else {
+		s.tokenHeaders(r.Context(), t, w.Header())
 	}
 	// A streamed answer is followed from its record even when the flight
 	// has already ended: the record holds the whole stream as it came.

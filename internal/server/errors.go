@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
+	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/upstream"
 )
 
@@ -17,6 +19,8 @@ type apiError struct {
 	Code    string
 	Message string
 	Param   string // "" renders as null
+
+	retryAfter time.Duration // 429: when to retry; 0 = one second
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -112,8 +116,11 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	}
 	if e.Status == http.StatusTooManyRequests && h.Get("Retry-After") == "" {
 		// Every 429 says when to retry; the official SDKs honour it.
-		h.Set("Retry-After", "1")
-		h.Set("Retry-After-Ms", "1000")
+		d := e.retryAfter
+		if d <= 0 {
+			d = time.Second
+		}
+		ratelimit.SetRetryAfter(h, d)
 	}
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(e.body())

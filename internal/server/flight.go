@@ -13,6 +13,7 @@ import (
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/coalesce/redislock"
 	"github.com/corralhq/corral/internal/negcache"
+	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 )
@@ -54,6 +55,7 @@ type flightParams struct {
 	negTTL      time.Duration // negative TTL
 	minStoredAt time.Time
 	noCache     bool // the leader asked for a fresh upstream answer
+	estimate    int  // tokens/min charged before the call
 }
 
 // flightState is shared by everyone in a flight. rec and streaming are
@@ -63,6 +65,7 @@ type flightState struct {
 	rec       *coalesce.Record
 	streaming chan struct{} // closed when the upstream answered 200 with an event stream
 	header    http.Header   // the upstream's response headers, filtered
+	tokens    *ratelimit.Result // the leader's tokens/min decision, set before streaming or done
 	res       flightResult
 }
 
@@ -123,6 +126,17 @@ func (s *Server) runFlight(ctx context.Context, p *flightParams, st *flightState
 		}
 	}
 
+	// Tokens/min is charged only by requests that go upstream: hits and
+	// followers cost no tokens.
+	if p.t.TokensPerMinute > 0 {
+		res, aerr := s.takeTokens(ctx, p.t, ratelimit.Tokens, p.t.TokensPerMinute, p.estimate)
+		st.tokens = &res
+		if aerr != nil {
+			st.res.fail = aerr
+			return nil
+		}
+	}
+
 	// The leader semaphore bounds this tenant's concurrent upstream calls
 	// on this instance; it is held only for the call itself.
 	wctx, cancel := context.WithTimeout(ctx, s.leaderWait)
@@ -176,6 +190,7 @@ func (s *Server) runFlight(ctx context.Context, p *flightParams, st *flightState
 	switch negcache.Classify(resp.StatusCode) {
 	case negcache.Answer:
 		e.PromptTokens, e.CompletionTokens = usageOf(body)
+		s.chargeActual(sctx, p.t, p.estimate, e.PromptTokens+e.CompletionTokens)
 		st.res.stored = s.store(sctx, p.name, e, p.ttl)
 	case negcache.Deterministic:
 		e.Header = cache.KeepHeaders(resp.Header)
@@ -364,6 +379,7 @@ func (s *Server) finishStream(ctx context.Context, p *flightParams, st *flightSt
 	e := &cache.Entry{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
 	if pt, ct, ok := asm.Usage(); ok {
 		e.PromptTokens, e.CompletionTokens = pt, ct
+		s.chargeActual(context.WithoutCancel(ctx), p.t, p.estimate, pt+ct)
 	}
 	st.res.entry = e
 	if storable {

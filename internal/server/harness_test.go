@@ -12,6 +12,7 @@ import (
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce/redislock"
 	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
@@ -98,6 +99,8 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 			so.Locker = RedisLocker(redislock.NewLocker(rdb, redislock.Options{TTL: o.lockTTL}))
 			so.Bus = bus
 			so.RedisBackoff = 50 * time.Millisecond
+			so.Limiter = ratelimit.NewFallback(ratelimit.NewRedis(rdb, ratelimit.RedisOptions{}),
+				ratelimit.NewMemory(ratelimit.MemoryOptions{}), nopLogger(), ratelimit.FallbackOptions{Backoff: 50 * time.Millisecond})
 		} else {
 			mem := cache.NewMemory(cache.MemoryOptions{})
 			tb.Cleanup(func() { _ = mem.Close() })

@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 )
@@ -56,6 +57,9 @@ type Options struct {
 	// RedisBackoff is how long Redis is skipped after a failure before it
 	// is probed again. Default 1s.
 	RedisBackoff time.Duration
+	// Limiter enforces tenants' requests/min and tokens/min. Default: an
+	// in-memory limiter (embedded mode).
+	Limiter ratelimit.Limiter
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -79,6 +83,7 @@ type Server struct {
 	waitTimeout       time.Duration
 	failOnWaitTimeout bool
 	leaderWait        time.Duration
+	limiter           ratelimit.Limiter
 	now               func() time.Time
 }
 
@@ -101,7 +106,11 @@ func New(o Options) (*Server, error) {
 		waitTimeout:       cmp.Or(o.WaitTimeout, 120*time.Second),
 		failOnWaitTimeout: o.FailOnWaitTimeout,
 		leaderWait:        cmp.Or(o.LeaderWait, 10*time.Second),
+		limiter:           o.Limiter,
 		now:               o.Now,
+	}
+	if s.limiter == nil {
+		s.limiter = ratelimit.NewMemory(ratelimit.MemoryOptions{})
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -138,7 +147,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/readyz", s.handleReadyz)
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(bodyLimit(s.maxBody), s.authenticate)
+		r.Use(bodyLimit(s.maxBody), s.authenticate, s.limitRequests)
 		r.Post("/chat/completions", s.handleModelCall("/chat/completions"))
 		r.Post("/completions", s.handleModelCall("/completions"))
 		r.Post("/embeddings", s.handleModelCall("/embeddings"))

@@ -1,0 +1,92 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/corralhq/corral/internal/ratelimit"
+	"github.com/corralhq/corral/internal/tenant"
+)
+
+// limitRequests enforces the tenant's requests/min on every authenticated
+// request, cache hits included, and writes OpenAI's request headers. A
+// tenant without a limit costs nothing, not even a Redis round trip.
+func (s *Server) limitRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t, _ := tenant.FromContext(r.Context())
+		if t.RequestsPerMinute <= 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		res, aerr := s.takeTokens(r.Context(), t, ratelimit.Requests, t.RequestsPerMinute, 1)
+		ratelimit.SetHeaders(w.Header(), ratelimit.Requests.Suffix(), res)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// takeTokens takes n units of the tenant's kind limit. It returns the
+// result for headers and, when refused, the 429 to send. A limiter error
+// lets the request through: limits fail open on purpose (the limiter
+// already falls back to local limits when Redis is away).
+func (s *Server) takeTokens(ctx context.Context, t *tenant.Tenant, kind ratelimit.Kind, perMinute, n int) (ratelimit.Result, *apiError) {
+	key, err := ratelimit.Key(t.ID, kind)
+	if err != nil {
+		return ratelimit.Result{}, nil
+	}
+	limit := ratelimit.PerMinute(perMinute)
+	res, err := s.limiter.AllowN(ctx, key, limit, n)
+	switch {
+	case errors.Is(err, ratelimit.ErrExceedsBurst):
+		return res, &apiError{Status: http.StatusTooManyRequests, Type: string(kind.Suffix()), Code: "rate_limit_exceeded",
+			Message: fmt.Sprintf("Request too large for %s per minute: limit %d, requested %d.", kind.Suffix(), perMinute, n)}
+	case err != nil:
+		return res, nil
+	case !res.Allowed:
+		return res, &apiError{Status: http.StatusTooManyRequests, Type: string(kind.Suffix()), Code: "rate_limit_exceeded",
+			retryAfter: res.RetryAfter,
+			Message: fmt.Sprintf("Rate limit reached for %s per minute: limit %d, remaining %d, requested %d. Please try again in %s.",
+				kind.Suffix(), perMinute, res.Remaining, n, res.RetryAfter.Round(time.Millisecond))}
+	}
+	return res, nil
+}
+
+// tokenEstimate is what a request is charged against tokens/min before it
+// goes upstream, as OpenAI estimates it: the prompt at about 4 bytes per
+// token plus n completions of max_tokens (ratelimit.DefaultMaxTokens when
+// unset). Embeddings have no completion.
+func tokenEstimate(endpoint string, promptBytes, maxTokens, n int) int {
+	if endpoint == "/embeddings" {
+		return max((promptBytes+3)/4, 1)
+	}
+	return ratelimit.EstimateTokens(promptBytes, maxTokens, n)
+}
+
+// chargeActual charges what real usage exceeded the estimate by; a
+// request that used less is not refunded, as with OpenAI.
+func (s *Server) chargeActual(ctx context.Context, t *tenant.Tenant, estimate, actual int) {
+	if t.TokensPerMinute <= 0 || actual <= estimate {
+		return
+	}
+	key, err := ratelimit.Key(t.ID, ratelimit.Tokens)
+	if err != nil {
+		return
+	}
+	_, _ = s.limiter.ChargeN(ctx, key, ratelimit.PerMinute(t.TokensPerMinute), actual-estimate)
+}
+
+// tokenHeaders writes the tenant's token headers from the bucket's current
+// state without taking anything (hits and followers cost no tokens).
+func (s *Server) tokenHeaders(ctx context.Context, t *tenant.Tenant, h http.Header) {
+	if t.TokensPerMinute <= 0 {
+		return
+	}
+	res, _ := s.takeTokens(ctx, t, ratelimit.Tokens, t.TokensPerMinute, 0)
+	ratelimit.SetHeaders(h, ratelimit.Tokens.Suffix(), res)
+}
