@@ -11,11 +11,13 @@ import (
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce/redislock"
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/server"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/usage"
 )
 
 type gatewayOptions struct {
@@ -28,6 +30,7 @@ type gatewayOptions struct {
 // gateway is a wired Corral: the HTTP handler plus what it owns.
 type gateway struct {
 	http.Handler
+	srv     *server.Server
 	closers []func()
 }
 
@@ -50,10 +53,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		}
 	}()
 
-	specs, err := tenantSpecs(cfg)
-	if err != nil {
-		return nil, err
-	}
+	var extra []tenant.Spec // tenants not from the file (the demo tenant)
 	if o.Demo {
 		upURL, stop, err := startDemoUpstream(log)
 		if err != nil {
@@ -61,7 +61,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		}
 		gw.closers = append(gw.closers, stop)
 		cfg.UpstreamURL, cfg.UpstreamAPIKey = upURL, ""
-		specs = append(specs, tenant.Spec{
+		extra = append(extra, tenant.Spec{
 			ID:          DemoTenant,
 			KeySHA256:   []string{tenant.HashKey(DemoKey)},
 			MaxLeaders:  config.DefaultMaxLeaders,
@@ -70,7 +70,14 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 			Cache:       true,
 		})
 	}
-	reg, err := tenant.NewRegistry(specs)
+	loadRegistry := func() (*tenant.Registry, error) {
+		specs, err := tenantSpecs(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return tenant.NewRegistry(append(specs, extra...))
+	}
+	reg, err := loadRegistry()
 	if err != nil {
 		return nil, err
 	}
@@ -95,6 +102,11 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		WaitTimeout:       cfg.WaitTimeout,
 		FailOnWaitTimeout: cfg.WaitTimeoutFail,
 		LeaderWait:        cfg.LeaderWait,
+		Metrics:           metrics.New(),
+		AdminToken:        cfg.AdminToken,
+	}
+	if cfg.TenantsFile != "" {
+		so.Reload = loadRegistry
 	}
 	mode := "embedded"
 	if cfg.RedisURL != "" {
@@ -110,6 +122,10 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
 		so.Locker = server.RedisLocker(redislock.NewLocker(rdb, redislock.Options{TTL: cfg.LockTTL}))
 		so.Bus = bus
+		so.Metrics.EnableRedis()
+		rec := usage.NewRedis(rdb, usage.RedisOptions{Logger: log})
+		gw.closers = append(gw.closers, func() { _ = rec.Close() })
+		so.Usage = rec
 		so.Limiter = ratelimit.NewFallback(
 			ratelimit.NewRedis(rdb, ratelimit.RedisOptions{Timeout: 250 * time.Millisecond}),
 			ratelimit.NewMemory(ratelimit.MemoryOptions{}), log, ratelimit.FallbackOptions{})
@@ -134,6 +150,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		return nil, err
 	}
 	gw.Handler = srv
+	gw.srv = srv
 	log.Info("corral configured",
 		slog.String("mode", mode),
 		slog.Int("tenants", reg.Len()),

@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/corralhq/corral/internal/config"
@@ -50,6 +53,8 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	if *demo {
 		printDemo(stdout, ln.Addr())
 	}
+	stopHUP := reloadOnSIGHUP(ctx, gw)
+	defer stopHUP()
 	return serve(ctx, ln, gw, cfg.ShutdownTimeout, log)
 }
 
@@ -91,4 +96,29 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(strings.ToUpper(level))) // validated by config
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv}))
+}
+
+// reloadOnSIGHUP re-reads the tenants file on every SIGHUP until ctx ends
+// or the returned stop is called; stop waits for the goroutine to exit.
+func reloadOnSIGHUP(ctx context.Context, gw *gateway) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-hup:
+				_, _ = gw.srv.Reload() // logged by the server either way
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
 }

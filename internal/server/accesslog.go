@@ -41,9 +41,13 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // Only the request's own goroutine touches it.
 type logRecord struct {
 	tenant     string
+	endpoint   string // the model endpoint, or "proxy"
 	model      string
 	cache      string
 	upstreamMS float64
+	prompt     int    // tokens this request spent upstream (a leader)
+	completion int    //
+	saved      int    // tokens a hit or a coalesced answer did not spend
 	err        string // the cause behind a 5xx, never shown to the client
 }
 
@@ -57,15 +61,18 @@ func recordFrom(ctx context.Context) *logRecord {
 	return rec
 }
 
-// accessLog writes one structured line per request. It logs ids, tenant,
-// model and outcome, never keys or prompt text.
-func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
+// accessLog writes one structured line per request and hands the record
+// to observe (metrics and usage). It logs ids, tenant, model, outcome and
+// token counts, never keys or prompt text.
+func accessLog(log *slog.Logger, observe func(*logRecord, int, time.Duration)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			rec := &logRecord{}
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 			next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), logRecordKey{}, rec)))
+			elapsed := time.Since(start)
+			observe(rec, sw.status, elapsed)
 			level := slog.LevelInfo
 			if !strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, "/admin/") {
 				level = slog.LevelDebug // probes and scrapes
@@ -79,11 +86,14 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.Path),
 				slog.Int("status", sw.status),
-				slog.Float64("latency_ms", float64(time.Since(start).Microseconds())/1000),
+				slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
 				slog.Int64("bytes", sw.bytes),
 			)
 			if rec.tenant != "" {
 				attrs = append(attrs, slog.String("tenant", rec.tenant))
+			}
+			if rec.endpoint != "" {
+				attrs = append(attrs, slog.String("endpoint", rec.endpoint))
 			}
 			if rec.model != "" {
 				attrs = append(attrs, slog.String("model", rec.model))
@@ -93,6 +103,12 @@ func accessLog(log *slog.Logger) func(http.Handler) http.Handler {
 			}
 			if rec.upstreamMS > 0 {
 				attrs = append(attrs, slog.Float64("upstream_ms", rec.upstreamMS))
+			}
+			if rec.prompt+rec.completion > 0 {
+				attrs = append(attrs, slog.Int("prompt_tokens", rec.prompt), slog.Int("completion_tokens", rec.completion))
+			}
+			if rec.saved > 0 {
+				attrs = append(attrs, slog.Int("saved_tokens", rec.saved))
 			}
 			if rec.err != "" {
 				attrs = append(attrs, slog.String("error", rec.err))

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
+	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/ratelimit"
@@ -39,7 +41,7 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 			writeError(w, errInvalidRequest("You must provide a model parameter.", "model"))
 			return
 		}
-		rec.model = req.Model
+		rec.model, rec.endpoint = req.Model, endpoint
 		if !t.Allows(req.Model) {
 			writeError(w, errModelNotAllowed(req.Model))
 			return
@@ -68,6 +70,9 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 				rec.cache = cacheHit
 				if neg {
 					rec.cache = cacheNegative
+				}
+				if !neg {
+					rec.saved = e.PromptTokens + e.CompletionTokens
 				}
 				s.tokenHeaders(r.Context(), t, w.Header())
 				s.serveEntry(w, r, endpoint, e, rec.cache, false, &req, ctl)
@@ -101,6 +106,7 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 			minStoredAt: ctl.minStoredAt(s.now()),
 			noCache:     ctl.noCache,
 			estimate:    estimate,
+			model:       req.Model,
 		}
 		if req.Stream {
 			p.body = withStreamUsage(body)
@@ -108,10 +114,26 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 		return st, func(ctx context.Context) error { return s.runFlight(ctx, p, st) }
 	})
 	defer f.Leave()
+	joined := time.Now()
 	st := f.Value()
 	source := cacheCoalesced
 	if leader {
 		source = cacheMiss
+	}
+	// account notes what this request cost or saved once its answer is known.
+	account := func(e *cache.Entry) {
+		if e == nil || e.Status != http.StatusOK {
+			return
+		}
+		if source == cacheMiss {
+			rec.prompt, rec.completion = e.PromptTokens, e.CompletionTokens
+			rec.upstreamMS = float64(st.res.upstream.Microseconds()) / 1000
+		} else {
+			rec.saved = e.PromptTokens + e.CompletionTokens
+		}
+		if source == cacheCoalesced {
+			s.metrics.Coalesced(t.ID, time.Since(joined))
+		}
 	}
 
 	select {
@@ -132,7 +154,9 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 	// has already ended: the record holds the whole stream as it came.
 	if req.Stream && isClosed(st.streaming) {
 		rec.cache = source
-		s.followStream(w, r, st, source, req.IncludeUsage, ctl)
+		if s.followStream(w, r, st, source, req.IncludeUsage, ctl) {
+			account(st.res.entry) // the record ended cleanly, after the entry was set
+		}
 		return
 	}
 	select {
@@ -147,6 +171,7 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 		source = res.source
 	}
 	rec.cache = source
+	account(res.entry)
 	switch {
 	case res.fail != nil:
 		setCacheHeaders(w.Header(), source, nil, false, ctl, s.now())

@@ -16,6 +16,7 @@ import (
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/usage"
 )
 
 // Locker is the cross-instance leader lock (coalesce/redislock in
@@ -50,12 +51,13 @@ type flightParams struct {
 	negName     string // negative entry key
 	lockName    string
 	body        []byte
-	header      http.Header // the leader's request headers, cloned
+	header      http.Header   // the leader's request headers, cloned
 	ttl         time.Duration // positive TTL
 	negTTL      time.Duration // negative TTL
 	minStoredAt time.Time
 	noCache     bool // the leader asked for a fresh upstream answer
 	estimate    int  // tokens/min charged before the call
+	model       string
 }
 
 // flightState is shared by everyone in a flight. rec and streaming are
@@ -63,8 +65,8 @@ type flightParams struct {
 // flight is done.
 type flightState struct {
 	rec       *coalesce.Record
-	streaming chan struct{} // closed when the upstream answered 200 with an event stream
-	header    http.Header   // the upstream's response headers, filtered
+	streaming chan struct{}     // closed when the upstream answered 200 with an event stream
+	header    http.Header       // the upstream's response headers, filtered
 	tokens    *ratelimit.Result // the leader's tokens/min decision, set before streaming or done
 	res       flightResult
 }
@@ -75,6 +77,8 @@ type flightResult struct {
 	source string       // cacheMiss: this flight called upstream; cacheHit: found on the double-check; cacheCoalesced: another instance's answer
 	stored bool
 	fail   *apiError // a failure Corral answers for (timeout, connect, auth, concurrency)
+	// upstream is how long the upstream call took (0 when none was made).
+	upstream time.Duration
 }
 
 type flightGroup = coalesce.Group[*flightState]
@@ -95,6 +99,7 @@ func (s *Server) groupFor(id string) *flightGroup {
 func (s *Server) runFlight(ctx context.Context, p *flightParams, st *flightState) error {
 	defer st.rec.Close(errFlightEnded) // no-op when the stream was closed properly
 
+	var err error
 	lease, res, done := s.lead(ctx, p)
 	if done {
 		st.res = res
@@ -140,7 +145,7 @@ func (s *Server) runFlight(ctx context.Context, p *flightParams, st *flightState
 	// The leader semaphore bounds this tenant's concurrent upstream calls
 	// on this instance; it is held only for the call itself.
 	wctx, cancel := context.WithTimeout(ctx, s.leaderWait)
-	err := p.t.Leaders.Acquire(wctx, 1)
+	err = p.t.Leaders.Acquire(wctx, 1)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -152,6 +157,38 @@ func (s *Server) runFlight(ctx context.Context, p *flightParams, st *flightState
 	defer p.t.Leaders.Release(1)
 
 	st.res.source = cacheMiss
+	start := time.Now()
+	err = s.callUpstream(ctx, p, st)
+	st.res.upstream = time.Since(start)
+	s.recordCall(ctx, p, st, st.res.upstream)
+	return err
+}
+
+// recordCall counts one upstream call in metrics and usage, by outcome.
+func (s *Server) recordCall(ctx context.Context, p *flightParams, st *flightState, d time.Duration) {
+	outcome := "canceled"
+	var prompt, completion int
+	switch {
+	case st.res.fail == errUpstreamAuth:
+		outcome = negcache.UpstreamAuth.String()
+	case st.res.fail != nil && st.res.fail.Code == errUpstreamTimeout.Code:
+		outcome = "timeout"
+	case st.res.fail != nil:
+		outcome = "error"
+	case st.res.entry != nil:
+		outcome = negcache.Classify(st.res.entry.Status).String()
+		prompt, completion = st.res.entry.PromptTokens, st.res.entry.CompletionTokens
+	case ctx.Err() == nil:
+		outcome = "error"
+	}
+	s.metrics.Upstream(p.t.ID, p.model, outcome, d)
+	s.metrics.Tokens(p.t.ID, p.model, prompt, completion)
+	s.usage.Add(p.t.ID, usage.Counters{UpstreamCalls: 1, TokensUsed: int64(prompt + completion)})
+}
+
+// callUpstream makes the flight's one upstream call, then classifies and
+// stores its answer.
+func (s *Server) callUpstream(ctx context.Context, p *flightParams, st *flightState) error {
 	resp, err := s.up.Do(ctx, upstream.Request{Method: http.MethodPost, Path: p.endpoint, Header: p.header, Body: p.body})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -212,12 +249,17 @@ func (s *Server) lead(ctx context.Context, p *flightParams) (lease Lease, res fl
 	}
 	deadline := time.NewTimer(s.waitTimeout)
 	defer deadline.Stop()
-	for {
+	for waited := false; ; waited = true {
 		if !s.redis.allow() {
 			return nil, res, false
 		}
 		l, ok, err := s.locker.TryAcquire(ctx, p.lockName)
 		s.redis.record(err)
+		if ok && waited {
+			// The leader we waited for released or lost its lock without
+			// an answer (it failed, or its instance died): we lead now.
+			s.metrics.LockTakeover()
+		}
 		if err != nil || ok {
 			return l, res, false // an error degrades to leading locally
 		}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -11,11 +13,13 @@ import (
 
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce/redislock"
+	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/usage"
 )
 
 const (
@@ -50,6 +54,7 @@ type harnessOptions struct {
 	redis           *redistest.Server // distributed mode when set
 	lockTTL         time.Duration
 	negativeTTL     time.Duration
+	logs            io.Writer // access and error logs (JSON, debug level); default discarded
 }
 
 func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
@@ -88,13 +93,19 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 			tb.Fatal(err)
 		}
 		tb.Cleanup(up.CloseIdleConnections)
-		so := Options{Tenants: reg, Upstream: up, MaxBodyBytes: o.maxBody, PollInterval: 20 * time.Millisecond}
+		so := Options{Tenants: reg, Upstream: up, MaxBodyBytes: o.maxBody, PollInterval: 20 * time.Millisecond, Metrics: metrics.New()}
+		if o.logs != nil {
+			so.Logger = slog.New(slog.NewJSONHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
 		if o.redis != nil {
 			rdb := testRedisClient(tb, o.redis)
 			bus := redislock.NewBus(rdb, redislock.BusOptions{})
 			tb.Cleanup(func() { _ = bus.Close() })
 			<-bus.Ready()
 			so.Distributed = true
+			rec := usage.NewRedis(rdb, usage.RedisOptions{Interval: time.Hour})
+			tb.Cleanup(func() { _ = rec.Close() })
+			so.Usage = rec
 			so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
 			so.Locker = RedisLocker(redislock.NewLocker(rdb, redislock.Options{TTL: o.lockTTL}))
 			so.Bus = bus

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/internal/negcache"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/usage"
 )
 
 // handleProxy forwards any other /v1 request untouched: no parsing, no
@@ -37,12 +39,35 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, req upstream.Re
 	if err != nil {
 		rec.upstreamMS = msSince(start)
 		rec.err = err.Error()
-		writeError(w, upstreamFailure(err))
+		aerr := upstreamFailure(err)
+		s.countForwarded(rec, outcomeOf(aerr), start)
+		writeError(w, aerr)
 		return
 	}
 	defer resp.Body.Close()
 	s.relay(w, r, resp)
 	rec.upstreamMS = msSince(start)
+	s.countForwarded(rec, negcache.Classify(resp.StatusCode).String(), start)
+}
+
+// countForwarded counts a bypass or proxied request's upstream call.
+func (s *Server) countForwarded(rec *logRecord, outcome string, start time.Time) {
+	if rec.tenant == "" {
+		return
+	}
+	s.metrics.Upstream(rec.tenant, rec.model, outcome, time.Since(start))
+	s.usage.Add(rec.tenant, usage.Counters{UpstreamCalls: 1})
+}
+
+// outcomeOf names a failed call's outcome for metrics.
+func outcomeOf(e *apiError) string {
+	switch e {
+	case errUpstreamTimeout:
+		return "timeout"
+	case errClientClosed:
+		return "canceled"
+	}
+	return "error"
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }

@@ -15,9 +15,10 @@ import (
 // load does not send a whole instance into degraded mode. It logs once
 // when Redis goes away and once when it is back.
 type breaker struct {
-	backoff time.Duration
-	now     func() time.Time
-	log     *slog.Logger
+	backoff  time.Duration
+	now      func() time.Time
+	log      *slog.Logger
+	onChange func(up bool) // told of every transition; may be nil-safe no-op
 
 	mu        sync.Mutex // protects the fields below
 	failures  int        // consecutive failures while up
@@ -65,6 +66,7 @@ func (b *breaker) record(err error) {
 		if b.down {
 			b.down = false
 			b.log.Info("redis is back; leaving degraded mode", slog.Duration("outage", now.Sub(b.downSince)))
+			b.changed(true)
 		}
 	case b.down:
 		// still down; the probe failed
@@ -75,6 +77,7 @@ func (b *breaker) record(err error) {
 		b.down, b.downSince, b.nextProbe = true, now, now.Add(b.backoff)
 		b.log.Warn("redis unreachable; serving with in-process coalescing and no shared cache until it is back",
 			slog.String("error", err.Error()))
+		b.changed(false)
 	}
 }
 
@@ -86,4 +89,10 @@ func (b *breaker) healthy() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return !b.down
+}
+
+func (b *breaker) changed(up bool) {
+	if b.onChange != nil {
+		b.onChange(up)
+	}
 }

@@ -45,6 +45,8 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, resp *http.Respon
 // ends without [DONE] gets an OpenAI error event before it is closed, so
 // SDKs report an error rather than a silently short answer.
 func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Reader) {
+	s.metrics.Streams(1)
+	defer s.metrics.Streams(-1)
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // tell nginx-style proxies not to buffer

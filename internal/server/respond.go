@@ -46,8 +46,10 @@ func (s *Server) serveEntry(w http.ResponseWriter, r *http.Request, endpoint str
 
 // followStream relays a flight's stream record to one client, from the
 // first event, then live. Each client has its own cursor, so a slow one
-// slows nobody else.
-func (s *Server) followStream(w http.ResponseWriter, r *http.Request, st *flightState, source string, includeUsage bool, ctl controls) {
+// slows nobody else. It reports whether the stream ended cleanly.
+func (s *Server) followStream(w http.ResponseWriter, r *http.Request, st *flightState, source string, includeUsage bool, ctl controls) bool {
+	s.metrics.Streams(1)
+	defer s.metrics.Streams(-1)
 	h := w.Header()
 	for k, vv := range st.header {
 		h[k] = vv
@@ -62,24 +64,27 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, st *flight
 	for {
 		batch, err := cur.Next(r.Context())
 		if err != nil {
-			if errors.Is(err, io.EOF) || r.Context().Err() != nil {
-				return
+			if errors.Is(err, io.EOF) {
+				return true
+			}
+			if r.Context().Err() != nil {
+				return false
 			}
 			recordFrom(r.Context()).err = err.Error()
 			_, _ = w.Write(upstream.ErrorEvent(streamFailure(err).body()))
 			_ = rc.Flush()
-			return
+			return false
 		}
 		for _, ev := range batch {
 			if !includeUsage && isUsageEvent(ev) {
 				continue
 			}
 			if _, err := w.Write(ev); err != nil {
-				return
+				return false
 			}
 		}
 		if err := rc.Flush(); err != nil {
-			return
+			return false
 		}
 	}
 }

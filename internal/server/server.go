@@ -7,6 +7,7 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -17,9 +18,11 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/usage"
 )
 
 // Options wire a Server. Upstream and Tenants are required.
@@ -60,8 +63,25 @@ type Options struct {
 	// Limiter enforces tenants' requests/min and tokens/min. Default: an
 	// in-memory limiter (embedded mode).
 	Limiter ratelimit.Limiter
+	// Metrics records Prometheus metrics; nil records nothing and serves
+	// no /metrics.
+	Metrics *metrics.Metrics
+	// Usage keeps per-tenant usage counters. Default: in memory.
+	Usage UsageRecorder
+	// AdminToken enables /admin/* with this bearer token; empty disables
+	// it. When set, /metrics (which carries tenant ids) needs it too.
+	AdminToken string
+	// Reload re-reads the tenants file for POST /admin/reload and SIGHUP.
+	// nil means reload is not available.
+	Reload func() (*tenant.Registry, error)
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+}
+
+// UsageRecorder keeps per-tenant usage counters (internal/usage).
+type UsageRecorder interface {
+	Add(tenant string, c usage.Counters)
+	Get(ctx context.Context, tenant string) (usage.Counters, error)
 }
 
 // Server handles Corral's HTTP requests.
@@ -84,6 +104,11 @@ type Server struct {
 	failOnWaitTimeout bool
 	leaderWait        time.Duration
 	limiter           ratelimit.Limiter
+	metrics           *metrics.Metrics
+	usage             UsageRecorder
+	adminToken        string
+	reload            func() (*tenant.Registry, error)
+	reloadMu          sync.Mutex // serialises reloads
 	now               func() time.Time
 }
 
@@ -107,7 +132,14 @@ func New(o Options) (*Server, error) {
 		failOnWaitTimeout: o.FailOnWaitTimeout,
 		leaderWait:        cmp.Or(o.LeaderWait, 10*time.Second),
 		limiter:           o.Limiter,
+		metrics:           o.Metrics,
+		usage:             o.Usage,
+		adminToken:        o.AdminToken,
+		reload:            o.Reload,
 		now:               o.Now,
+	}
+	if s.usage == nil {
+		s.usage = usage.NewMemory()
 	}
 	if s.limiter == nil {
 		s.limiter = ratelimit.NewMemory(ratelimit.MemoryOptions{})
@@ -124,6 +156,7 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Distributed {
 		s.redis = newBreaker(cmp.Or(o.RedisBackoff, time.Second), s.now, s.log)
+		s.redis.onChange = s.metrics.RedisUp
 	}
 	s.tenants.Store(o.Tenants)
 	s.handler = s.routes()
@@ -139,12 +172,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(requestID(s.ids), accessLog(s.log), recoverer(s.log))
+	r.Use(requestID(s.ids), s.countInFlight, accessLog(s.log, s.observe), recoverer(s.log))
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errNotFound) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
 
 	r.Get("/healthz", s.handleHealthz)
 	r.Get("/readyz", s.handleReadyz)
+	if s.metrics != nil {
+		r.With(s.adminOnlyIfSet).Get("/metrics", s.metrics.Handler().ServeHTTP)
+	}
+	if s.adminToken != "" {
+		r.Route("/admin", s.adminRoutes)
+	}
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(bodyLimit(s.maxBody), s.authenticate, s.limitRequests)
@@ -163,3 +202,15 @@ func (s *Server) routes() http.Handler {
 // RedisHealthy reports whether Redis answered the last time it was asked
 // (always true in embedded mode).
 func (s *Server) RedisHealthy() bool { return s.redis.healthy() }
+
+// countInFlight keeps the in-flight request gauge.
+func (s *Server) countInFlight(next http.Handler) http.Handler {
+	if s.metrics == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.metrics.InFlight(1)
+		defer s.metrics.InFlight(-1)
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,249 @@
+// Package metrics defines Corral's Prometheus metrics in one place, so
+// their names, help texts and label sets can be read (and kept bounded)
+// together. Labels are tenant ids (bounded by the tenants file), endpoints,
+// cache statuses, outcomes and model names; model names come from clients,
+// so they pass through a bounded guard. Keys, prompts and free-form text
+// never become labels.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds every collector. A nil *Metrics is valid and records
+// nothing, so tests and tools need not build one.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests        *prometheus.CounterVec   // tenant, endpoint, cache, code
+	requestSeconds  *prometheus.HistogramVec // cache
+	upstreamCalls   *prometheus.CounterVec   // tenant, model, outcome
+	upstreamSeconds *prometheus.HistogramVec // outcome
+	coalescedWait   *prometheus.HistogramVec // tenant
+	lockTakeovers   prometheus.Counter
+	rateLimited     *prometheus.CounterVec // tenant, kind
+	tokens          *prometheus.CounterVec // tenant, model, type
+	tokensSaved     *prometheus.CounterVec // tenant, via
+	redisUp         prometheus.Gauge
+	inflight        prometheus.Gauge
+	streams         prometheus.Gauge
+
+	models *guard
+}
+
+// Buckets for request and upstream latency: from a sub-millisecond hit to
+// a two-minute generation.
+var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
+
+// New registers Corral's metrics and the Go runtime and process metrics on
+// a fresh registry.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_requests_total", Help: "Requests answered, by tenant, endpoint, X-Corral-Cache value and HTTP status.",
+		}, []string{"tenant", "endpoint", "cache", "code"}),
+		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "corral_request_duration_seconds", Help: "Time to answer a request (to the end of a stream), by X-Corral-Cache value.",
+			Buckets: latencyBuckets,
+		}, []string{"cache"}),
+		upstreamCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_upstream_calls_total", Help: "Calls made to the upstream, by tenant, model and outcome (answer, deterministic, upstream_auth, transient, timeout, error).",
+		}, []string{"tenant", "model", "outcome"}),
+		upstreamSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "corral_upstream_duration_seconds", Help: "Duration of upstream calls, by outcome.",
+			Buckets: latencyBuckets,
+		}, []string{"outcome"}),
+		coalescedWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "corral_coalesced_wait_seconds", Help: "How long coalesced waiters waited for another request's answer; the count is the number of coalesced waiters.",
+			Buckets: latencyBuckets,
+		}, []string{"tenant"}),
+		lockTakeovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "corral_lock_takeovers_total", Help: "Times a waiter found another instance's lock gone without an answer and led a new attempt.",
+		}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_ratelimit_rejections_total", Help: "Requests refused by a rate limit, by tenant and limit kind (requests, tokens).",
+		}, []string{"tenant", "kind"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_tokens_total", Help: "Tokens used upstream, by tenant, model and type (prompt, completion).",
+		}, []string{"tenant", "model", "type"}),
+		tokensSaved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_tokens_saved_total", Help: "Tokens not spent upstream because a request was a cache hit or was coalesced, by tenant and how (hit, coalesced).",
+		}, []string{"tenant", "via"}),
+		redisUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "corral_redis_up", Help: "1 when Redis answers (distributed mode), 0 while Corral serves degraded; absent in embedded mode.",
+		}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "corral_inflight_requests", Help: "Requests being served.",
+		}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "corral_inflight_streams", Help: "Event streams open to clients.",
+		}),
+		models: newGuard(maxModels),
+	}
+	m.reg.MustRegister(m.requests, m.requestSeconds, m.upstreamCalls, m.upstreamSeconds, m.coalescedWait,
+		m.lockTakeovers, m.rateLimited, m.tokens, m.tokensSaved, m.inflight, m.streams,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// EnableRedis adds corral_redis_up (distributed mode only).
+func (m *Metrics) EnableRedis() {
+	if m != nil {
+		m.reg.MustRegister(m.redisUp)
+		m.redisUp.Set(1)
+	}
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Registry is the registry, for tests that read values.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Request records one answered request.
+func (m *Metrics) Request(tenant, endpoint, cache string, code int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	if cache == "" {
+		cache = "NONE"
+	}
+	m.requests.WithLabelValues(tenant, endpoint, cache, strconv.Itoa(code)).Inc()
+	m.requestSeconds.WithLabelValues(cache).Observe(d.Seconds())
+}
+
+// Upstream records one upstream call.
+func (m *Metrics) Upstream(tenant, model, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.upstreamCalls.WithLabelValues(tenant, m.models.label(model), outcome).Inc()
+	m.upstreamSeconds.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+// Coalesced records a waiter that got another request's answer.
+func (m *Metrics) Coalesced(tenant string, waited time.Duration) {
+	if m == nil {
+		return
+	}
+	m.coalescedWait.WithLabelValues(tenant).Observe(waited.Seconds())
+}
+
+// LockTakeover records a takeover from a dead or failed leader.
+func (m *Metrics) LockTakeover() {
+	if m != nil {
+		m.lockTakeovers.Inc()
+	}
+}
+
+// RateLimited records a refusal by the kind of limit ("requests", "tokens").
+func (m *Metrics) RateLimited(tenant, kind string) {
+	if m != nil {
+		m.rateLimited.WithLabelValues(tenant, kind).Inc()
+	}
+}
+
+// Tokens records tokens used upstream.
+func (m *Metrics) Tokens(tenant, model string, prompt, completion int) {
+	if m == nil || prompt+completion == 0 {
+		return
+	}
+	label := m.models.label(model)
+	m.tokens.WithLabelValues(tenant, label, "prompt").Add(float64(prompt))
+	m.tokens.WithLabelValues(tenant, label, "completion").Add(float64(completion))
+}
+
+// TokensSaved records tokens a hit or a coalesced request did not spend.
+func (m *Metrics) TokensSaved(tenant, via string, n int) {
+	if m != nil && n > 0 {
+		m.tokensSaved.WithLabelValues(tenant, via).Add(float64(n))
+	}
+}
+
+// RedisUp sets the Redis gauge.
+func (m *Metrics) RedisUp(up bool) {
+	if m == nil {
+		return
+	}
+	if up {
+		m.redisUp.Set(1)
+	} else {
+		m.redisUp.Set(0)
+	}
+}
+
+// InFlight adds delta to the in-flight request gauge.
+func (m *Metrics) InFlight(delta float64) {
+	if m != nil {
+		m.inflight.Add(delta)
+	}
+}
+
+// Streams adds delta to the open-stream gauge.
+func (m *Metrics) Streams(delta float64) {
+	if m != nil {
+		m.streams.Add(delta)
+	}
+}
+
+// maxModels bounds the model label's values per process.
+const maxModels = 200
+
+// guard passes through the first max distinct values of a label and maps
+// any later one to "other", so a client sending random model names cannot
+// grow the series count without bound.
+type guard struct {
+	max  int
+	mu   sync.Mutex // protects seen
+	seen map[string]struct{}
+}
+
+func newGuard(max int) *guard { return &guard{max: max, seen: make(map[string]struct{})} }
+
+func (g *guard) label(v string) string {
+	if v == "" {
+		return "none"
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.seen[v]; ok {
+		return v
+	}
+	if len(g.seen) >= g.max || len(v) > 128 {
+		return "other"
+	}
+	g.seen[v] = struct{}{}
+	return v
+}
+
+// The accessors below expose single series for tests that read values.
+
+// RequestsCounter is the corral_requests_total series for these labels.
+func (m *Metrics) RequestsCounter(tenant, endpoint, cache string, code int) prometheus.Counter {
+	return m.requests.WithLabelValues(tenant, endpoint, cache, strconv.Itoa(code))
+}
+
+// UpstreamCounter is the corral_upstream_calls_total series for these labels.
+func (m *Metrics) UpstreamCounter(tenant, model, outcome string) prometheus.Counter {
+	return m.upstreamCalls.WithLabelValues(tenant, model, outcome)
+}
+
+// RateLimitedCounter is the corral_ratelimit_rejections_total series.
+func (m *Metrics) RateLimitedCounter(tenant, kind string) prometheus.Counter {
+	return m.rateLimited.WithLabelValues(tenant, kind)
+}
+
+// TokensSavedCounter is the corral_tokens_saved_total series.
+func (m *Metrics) TokensSavedCounter(tenant, via string) prometheus.Counter {
+	return m.tokensSaved.WithLabelValues(tenant, via)
+}

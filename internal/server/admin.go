@@ -1,0 +1,200 @@
+package server
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/keying"
+)
+
+var hashPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// adminRoutes are the operator's endpoints, behind the admin token.
+func (s *Server) adminRoutes(r chi.Router) {
+	r.Use(s.adminAuth)
+	r.Get("/tenants/{id}/usage", s.handleUsage)
+	r.Delete("/cache/{tenant}", s.handlePurgeTenant)
+	r.Delete("/cache/{tenant}/{key}", s.handlePurgeKey)
+	r.Post("/reload", s.handleReload)
+}
+
+// adminAuth checks "Authorization: Bearer <CORRAL_ADMIN_TOKEN>" in
+// constant time (comparing digests, so the token's length leaks nothing).
+func (s *Server) adminAuth(next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(s.adminToken))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := sha256.Sum256([]byte(bearerOnly(r)))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			writeError(w, errAdminAuth)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// adminOnlyIfSet guards /metrics with the admin token when one is set:
+// the metrics carry tenant ids. Without a token /metrics is open.
+func (s *Server) adminOnlyIfSet(next http.Handler) http.Handler {
+	if s.adminToken == "" {
+		return next
+	}
+	return s.adminAuth(next)
+}
+
+func bearerOnly(r *http.Request) string {
+	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(key)
+}
+
+var errAdminAuth = &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "invalid_api_key",
+	Message: "Admin endpoints need 'Authorization: Bearer <CORRAL_ADMIN_TOKEN>'."}
+
+func errUnknownTenant(id string) *apiError {
+	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found", Param: "tenant",
+		Message: "No tenant with id " + jsonQuote(id) + "."}
+}
+
+func jsonQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// handleUsage answers a tenant's usage and savings counters.
+func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if _, ok := s.tenants.Load().Get(id); !ok {
+		writeError(w, errUnknownTenant(id))
+		return
+	}
+	c, err := s.usage.Get(r.Context(), id)
+	if err != nil {
+		recordFrom(r.Context()).err = err.Error()
+		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "usage_unavailable",
+			Message: "Usage counters are unavailable right now (Redis unreachable)."})
+		return
+	}
+	writeJSON(w, struct {
+		Tenant string `json:"tenant"`
+		usageJSON
+	}{id, usageJSON{c.Requests, c.Hits, c.Coalesced, c.Negative, c.Bypass, c.UpstreamCalls, c.TokensUsed, c.TokensSaved,
+		map[string]int64{cacheHit: c.Hits, cacheCoalesced: c.Coalesced, cacheNegative: c.Negative, cacheBypass: c.Bypass}}})
+}
+
+type usageJSON struct {
+	Requests      int64            `json:"requests"`
+	Hits          int64            `json:"hits"`
+	Coalesced     int64            `json:"coalesced"`
+	Negative      int64            `json:"negative"`
+	Bypass        int64            `json:"bypass"`
+	UpstreamCalls int64            `json:"upstream_calls"`
+	TokensUsed    int64            `json:"tokens"`
+	TokensSaved   int64            `json:"tokens_saved"`
+	Cache         map[string]int64 `json:"cache"`
+}
+
+// handlePurgeTenant removes every positive and negative entry of a tenant
+// (SCAN + UNLINK in Redis, never KEYS). Locks and live streams are left
+// alone: removing them would let a second leader start a duplicate call.
+func (s *Server) handlePurgeTenant(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "tenant")
+	if !keying.ValidTenantID(id) {
+		writeError(w, errUnknownTenant(id))
+		return
+	}
+	pd, ok := s.cache.(cache.PatternDeleter)
+	if !ok {
+		writeError(w, errInternal)
+		return
+	}
+	total := 0
+	for _, kind := range []keying.Kind{keying.Response, keying.Negative} {
+		n, err := pd.DeletePattern(r.Context(), keying.TenantPattern(id)+"}:"+string(kind))
+		if err != nil {
+			recordFrom(r.Context()).err = err.Error()
+			writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "purge_failed",
+				Message: "The purge did not complete (cache store unreachable); retry it."})
+			return
+		}
+		total += n
+	}
+	writeJSON(w, map[string]int{"deleted": total})
+}
+
+// handlePurgeKey removes one prompt's positive and negative entries.
+func (s *Server) handlePurgeKey(w http.ResponseWriter, r *http.Request) {
+	id, hash := chi.URLParam(r, "tenant"), chi.URLParam(r, "key")
+	if !keying.ValidTenantID(id) {
+		writeError(w, errUnknownTenant(id))
+		return
+	}
+	if !hashPattern.MatchString(hash) {
+		writeError(w, errInvalidRequest("The key must be the prompt's sha256: 64 lowercase hex digits.", "key"))
+		return
+	}
+	names := []string{keying.Name(id, hash, keying.Response), keying.Name(id, hash, keying.Negative)}
+	deleted := 0
+	if mg, ok := s.cache.(cache.MultiGetter); ok {
+		if es, err := mg.GetMany(r.Context(), names...); err == nil {
+			for _, e := range es {
+				if e != nil {
+					deleted++
+				}
+			}
+		}
+	}
+	if err := s.cache.Delete(r.Context(), names...); err != nil {
+		recordFrom(r.Context()).err = err.Error()
+		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "purge_failed",
+			Message: "The purge did not complete (cache store unreachable); retry it."})
+		return
+	}
+	writeJSON(w, map[string]int{"deleted": deleted})
+}
+
+// handleReload re-reads the tenants file. A file that does not validate
+// leaves the running tenants in place and the error is reported.
+func (s *Server) handleReload(w http.ResponseWriter, r *http.Request) {
+	n, err := s.Reload()
+	if err != nil {
+		recordFrom(r.Context()).err = err.Error()
+		writeError(w, errInvalidRequest("Reload refused; the running tenants are unchanged: "+err.Error(), ""))
+		return
+	}
+	writeJSON(w, map[string]int{"tenants": n})
+}
+
+// Reload re-reads the tenants file and swaps the registry in; requests in
+// flight keep the tenant they resolved. It returns the new tenant count.
+func (s *Server) Reload() (int, error) {
+	if s.reload == nil {
+		return 0, errNoReload
+	}
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	reg, err := s.reload()
+	if err != nil {
+		s.log.Error("tenants reload refused; keeping the running tenants", "error", err.Error())
+		return 0, err
+	}
+	s.SetTenants(reg)
+	s.log.Info("tenants reloaded", "tenants", reg.Len())
+	return reg.Len(), nil
+}
+
+var errNoReload = errors.New("no tenants file to reload (CORRAL_TENANTS_FILE is empty)")

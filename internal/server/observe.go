@@ -1,0 +1,35 @@
+package server
+
+import (
+	"time"
+
+	"github.com/corralhq/corral/internal/usage"
+)
+
+// observe feeds one finished request into the metrics and the tenant's
+// usage counters. Requests that never authenticated have no tenant and
+// count only in the access log.
+func (s *Server) observe(rec *logRecord, status int, d time.Duration) {
+	if rec.tenant == "" {
+		return
+	}
+	endpoint := rec.endpoint
+	if endpoint == "" {
+		endpoint = "proxy"
+	}
+	s.metrics.Request(rec.tenant, endpoint, rec.cache, status, d)
+	c := usage.Counters{Requests: 1, TokensSaved: int64(rec.saved)}
+	switch rec.cache {
+	case cacheHit:
+		c.Hits = 1
+		s.metrics.TokensSaved(rec.tenant, "hit", rec.saved)
+	case cacheCoalesced:
+		c.Coalesced = 1
+		s.metrics.TokensSaved(rec.tenant, "coalesced", rec.saved)
+	case cacheNegative:
+		c.Negative = 1
+	case cacheBypass:
+		c.Bypass = 1
+	}
+	s.usage.Add(rec.tenant, c)
+}

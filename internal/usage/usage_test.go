@@ -1,0 +1,80 @@
+package usage
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/corralhq/corral/internal/redistest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestMemory(t *testing.T) {
+	m := NewMemory()
+	m.Add("acme", Counters{Requests: 1, Hits: 1, TokensSaved: 10})
+	m.Add("acme", Counters{Requests: 1, UpstreamCalls: 1, TokensUsed: 7})
+	got, _ := m.Get(context.Background(), "acme")
+	want := Counters{Requests: 2, Hits: 1, UpstreamCalls: 1, TokensUsed: 7, TokensSaved: 10}
+	if got != want {
+		t.Errorf("Get = %+v; want %+v", got, want)
+	}
+	if got, _ := m.Get(context.Background(), "nobody"); got != (Counters{}) {
+		t.Errorf("unknown tenant = %+v", got)
+	}
+}
+
+func TestRedisAddsUpAcrossInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	a := NewRedis(srv.Client(), RedisOptions{Interval: time.Hour})
+	b := NewRedis(srv.Client(), RedisOptions{Interval: time.Hour})
+	a.Add("acme", Counters{Requests: 3, Hits: 2})
+	b.Add("acme", Counters{Requests: 4, UpstreamCalls: 1, TokensUsed: 50})
+	if err := a.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// b has not flushed: a sees only what Redis holds; b sees its own too.
+	if got, _ := a.Get(ctx, "acme"); got.Requests != 3 {
+		t.Errorf("a before b's flush = %+v", got)
+	}
+	if got, _ := b.Get(ctx, "acme"); got.Requests != 7 {
+		t.Errorf("b with its unflushed part = %+v", got)
+	}
+	if err := b.Close(); err != nil { // Close flushes
+		t.Fatal(err)
+	}
+	want := Counters{Requests: 7, Hits: 2, UpstreamCalls: 1, TokensUsed: 50}
+	if got, _ := a.Get(ctx, "acme"); got != want {
+		t.Errorf("after both flushed = %+v; want %+v", got, want)
+	}
+	_ = a.Close()
+}
+
+func TestRedisKeepsCountersThroughAnOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	if !srv.Stoppable() {
+		t.Skip("external Redis")
+	}
+	ctx := context.Background()
+	r := NewRedis(srv.Client(), RedisOptions{Interval: time.Hour, OpTimeout: 200 * time.Millisecond})
+	defer r.Close()
+	r.Add("acme", Counters{Requests: 5})
+	srv.Stop()
+	if err := r.Flush(ctx); err == nil {
+		t.Fatal("flush to a stopped Redis succeeded")
+	}
+	srv.Restart()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.Flush(ctx) != nil { // the client reconnects on its own
+		if time.Now().After(deadline) {
+			t.Fatal("flush never succeeded after restart")
+		}
+		time.Sleep(20 * time.Millisecond) // reconnect has no event to wait on
+	}
+	if got, _ := r.Get(ctx, "acme"); got.Requests != 5 {
+		t.Errorf("after the outage = %+v; want the 5 requests kept", got)
+	}
+}
