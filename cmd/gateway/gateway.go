@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/coalesce/livestream"
 	"github.com/corralhq/corral/internal/coalesce/redislock"
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/metrics"
@@ -122,6 +123,8 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
 		so.Locker = server.RedisLocker(redislock.NewLocker(rdb, redislock.Options{TTL: cfg.LockTTL}))
 		so.Bus = bus
+		so.Streams = livestream.New(rdb, livestream.Options{})
+		so.LockTTL = cfg.LockTTL
 		so.Metrics.EnableRedis()
 		rec := usage.NewRedis(rdb, usage.RedisOptions{Logger: log})
 		gw.closers = append(gw.closers, func() { _ = rec.Close() })
@@ -154,7 +157,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	log.Info("corral configured",
 		slog.String("mode", mode),
 		slog.Int("tenants", reg.Len()),
-		slog.String("upstream", cfg.UpstreamURL),
+		slog.String("upstream", upstream.Redact(cfg.UpstreamURL)),
 		slog.Bool("demo", o.Demo))
 	return gw, nil
 }

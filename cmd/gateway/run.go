@@ -64,6 +64,9 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
+		// Bounds reading a whole request, so a body sent a byte at a time
+		// cannot hold a connection for ever.
+		ReadTimeout: 2 * time.Minute,
 		// No WriteTimeout: streams legitimately run for minutes; the
 		// upstream timeout bounds them instead.
 		IdleTimeout: 120 * time.Second,

@@ -70,50 +70,57 @@ func accessLog(log *slog.Logger, observe func(*logRecord, int, time.Duration)) f
 			start := time.Now()
 			rec := &logRecord{}
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			// Deferred, so a response cut on purpose (http.ErrAbortHandler)
+			// is still logged and counted.
+			defer func() { logRequest(log, observe, r, rec, sw, start) }()
 			next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), logRecordKey{}, rec)))
-			elapsed := time.Since(start)
-			observe(rec, sw.status, elapsed)
-			level := slog.LevelInfo
-			if !strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, "/admin/") {
-				level = slog.LevelDebug // probes and scrapes
-			}
-			if !log.Enabled(r.Context(), level) {
-				return
-			}
-			attrs := make([]slog.Attr, 0, 12)
-			attrs = append(attrs,
-				slog.String("request_id", requestIDFrom(r.Context())),
-				slog.String("method", r.Method),
-				slog.String("path", r.URL.Path),
-				slog.Int("status", sw.status),
-				slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
-				slog.Int64("bytes", sw.bytes),
-			)
-			if rec.tenant != "" {
-				attrs = append(attrs, slog.String("tenant", rec.tenant))
-			}
-			if rec.endpoint != "" {
-				attrs = append(attrs, slog.String("endpoint", rec.endpoint))
-			}
-			if rec.model != "" {
-				attrs = append(attrs, slog.String("model", rec.model))
-			}
-			if rec.cache != "" {
-				attrs = append(attrs, slog.String("cache", rec.cache))
-			}
-			if rec.upstreamMS > 0 {
-				attrs = append(attrs, slog.Float64("upstream_ms", rec.upstreamMS))
-			}
-			if rec.prompt+rec.completion > 0 {
-				attrs = append(attrs, slog.Int("prompt_tokens", rec.prompt), slog.Int("completion_tokens", rec.completion))
-			}
-			if rec.saved > 0 {
-				attrs = append(attrs, slog.Int("saved_tokens", rec.saved))
-			}
-			if rec.err != "" {
-				attrs = append(attrs, slog.String("error", rec.err))
-			}
-			log.LogAttrs(r.Context(), level, "request", attrs...)
 		})
 	}
+}
+
+// logRequest observes a finished request and writes its access log line.
+func logRequest(log *slog.Logger, observe func(*logRecord, int, time.Duration), r *http.Request, rec *logRecord, sw *statusWriter, start time.Time) {
+	elapsed := time.Since(start)
+	observe(rec, sw.status, elapsed)
+	level := slog.LevelInfo
+	if !strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, "/admin/") {
+		level = slog.LevelDebug // probes and scrapes
+	}
+	if !log.Enabled(r.Context(), level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs,
+		slog.String("request_id", requestIDFrom(r.Context())),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", sw.status),
+		slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
+		slog.Int64("bytes", sw.bytes),
+	)
+	if rec.tenant != "" {
+		attrs = append(attrs, slog.String("tenant", rec.tenant))
+	}
+	if rec.endpoint != "" {
+		attrs = append(attrs, slog.String("endpoint", rec.endpoint))
+	}
+	if rec.model != "" {
+		attrs = append(attrs, slog.String("model", rec.model))
+	}
+	if rec.cache != "" {
+		attrs = append(attrs, slog.String("cache", rec.cache))
+	}
+	if rec.upstreamMS > 0 {
+		attrs = append(attrs, slog.Float64("upstream_ms", rec.upstreamMS))
+	}
+	if rec.prompt+rec.completion > 0 {
+		attrs = append(attrs, slog.Int("prompt_tokens", rec.prompt), slog.Int("completion_tokens", rec.completion))
+	}
+	if rec.saved > 0 {
+		attrs = append(attrs, slog.Int("saved_tokens", rec.saved))
+	}
+	if rec.err != "" {
+		attrs = append(attrs, slog.String("error", rec.err))
+	}
+	log.LogAttrs(r.Context(), level, "request", attrs...)
 }

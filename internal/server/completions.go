@@ -99,6 +99,7 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 			name:        name,
 			negName:     negName,
 			lockName:    keying.Name(t.ID, req.Hash, keying.Lock),
+			streamName:  keying.Name(t.ID, req.Hash, keying.Stream),
 			body:        body,
 			header:      r.Header.Clone(),
 			ttl:         ttl,
@@ -108,8 +109,9 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 			estimate:    estimate,
 			model:       req.Model,
 		}
-		if req.Stream {
-			p.body = withStreamUsage(body)
+		if req.Stream && !s.noSplice.Load() {
+			p.body, p.original = withStreamUsage(body), body
+			p.spliced = len(p.body) != len(body)
 		}
 		return st, func(ctx context.Context) error { return s.runFlight(ctx, p, st) }
 	})
@@ -127,7 +129,9 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 		}
 		if source == cacheMiss {
 			rec.prompt, rec.completion = e.PromptTokens, e.CompletionTokens
-			rec.upstreamMS = float64(st.res.upstream.Microseconds()) / 1000
+			if isClosed(f.Done()) { // res.upstream is set when the flight ends
+				rec.upstreamMS = float64(st.res.upstream.Microseconds()) / 1000
+			}
 		} else {
 			rec.saved = e.PromptTokens + e.CompletionTokens
 		}

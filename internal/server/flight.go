@@ -25,6 +25,8 @@ type Locker interface {
 	// TryAcquire takes name if nobody holds it. ok=false means another
 	// holds it; err is a Redis failure.
 	TryAcquire(ctx context.Context, name string) (lease Lease, ok bool, err error)
+	// Held reports whether anybody holds name.
+	Held(ctx context.Context, name string) (bool, error)
 }
 
 // Lease is a held lock; the implementation renews it until Release.
@@ -50,6 +52,10 @@ type flightParams struct {
 	name        string // response entry key
 	negName     string // negative entry key
 	lockName    string
+	streamName  string // the live stream followers on other instances read
+	publish     bool   // this flight leads across instances and publishes its stream
+	spliced     bool   // Corral added stream_options to the body
+	original    []byte // the client's body, before any splice
 	body        []byte
 	header      http.Header   // the leader's request headers, cloned
 	ttl         time.Duration // positive TTL
@@ -99,12 +105,19 @@ func (s *Server) groupFor(id string) *flightGroup {
 func (s *Server) runFlight(ctx context.Context, p *flightParams, st *flightState) error {
 	defer st.rec.Close(errFlightEnded) // no-op when the stream was closed properly
 
+	if s.locker != nil {
+		// Waiters on other instances may depend on this flight, unseen
+		// here: it runs to its end (each step has its own timeout) even
+		// when every local waiter has left.
+		ctx = context.WithoutCancel(ctx)
+	}
 	var err error
-	lease, res, done := s.lead(ctx, p)
+	lease, waited, res, done := s.lead(ctx, p, st)
 	if done {
 		st.res = res
 		return ctx.Err()
 	}
+	p.publish = lease != nil && s.streams != nil
 	if lease != nil {
 		defer func() {
 			// A fresh context: the flight's may be cancelled, and a lock
@@ -120,8 +133,9 @@ func (s *Server) runFlight(ctx context.Context, p *flightParams, st *flightState
 
 	// Double-check: another flight (here or elsewhere) may have stored the
 	// answer between our lookup and becoming leader. A no-cache leader
-	// skipped the lookup on purpose and wants the upstream's answer.
-	if !p.noCache {
+	// skipped the lookup on purpose and wants the upstream's answer, unless
+	// it waited for another instance's leader, whose answer is fresh.
+	if !p.noCache || waited {
 		if e, neg, _ := s.lookup(ctx, p.name, p.negName, p.minStoredAt); e != nil {
 			st.res = flightResult{entry: e, source: cacheHit}
 			if neg {
@@ -190,6 +204,18 @@ func (s *Server) recordCall(ctx context.Context, p *flightParams, st *flightStat
 // stores its answer.
 func (s *Server) callUpstream(ctx context.Context, p *flightParams, st *flightState) error {
 	resp, err := s.up.Do(ctx, upstream.Request{Method: http.MethodPost, Path: p.endpoint, Header: p.header, Body: p.body})
+	if err == nil && p.spliced && resp.StatusCode == http.StatusBadRequest {
+		// Some OpenAI-compatible servers reject stream_options. If ours
+		// did, send the client's own body instead, and stop adding it.
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		if bytes.Contains(body, []byte("stream_options")) {
+			s.noSplice.Store(true)
+			s.log.Warn("the upstream rejects stream_options; streaming answers will be stored without usage")
+			p.body, p.spliced = p.original, false
+		}
+		resp, err = s.up.Do(ctx, upstream.Request{Method: http.MethodPost, Path: p.endpoint, Header: p.header, Body: p.body})
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -206,12 +232,16 @@ func (s *Server) callUpstream(ctx context.Context, p *flightParams, st *flightSt
 	case resp.StatusCode == http.StatusOK && isEventStream(resp.Header):
 		return s.streamFlight(ctx, p, st, resp)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody+1))
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		st.res.fail = upstreamFailure(err)
+		return nil
+	}
+	if len(body) > maxUpstreamBody {
+		st.res.fail = errUpstreamTooLarge
 		return nil
 	}
 	e := &cache.Entry{Status: resp.StatusCode, Header: cache.KeepHeaders(resp.Header), Body: body}
@@ -224,12 +254,18 @@ func (s *Server) callUpstream(ctx context.Context, p *flightParams, st *flightSt
 	st.res.entry = e
 	// Storing is detached from cancellation: the answer is whole and paid for.
 	sctx := context.WithoutCancel(ctx)
-	switch negcache.Classify(resp.StatusCode) {
-	case negcache.Answer:
+	switch class := negcache.Classify(resp.StatusCode); {
+	case !json.Valid(body):
+		// Not an OpenAI answer (an HTML error page, an event stream sent
+		// as the wrong type): passed through, never stored.
+	case class == negcache.Answer:
 		e.PromptTokens, e.CompletionTokens = usageOf(body)
 		s.chargeActual(sctx, p.t, p.estimate, e.PromptTokens+e.CompletionTokens)
 		st.res.stored = s.store(sctx, p.name, e, p.ttl)
-	case negcache.Deterministic:
+	case class == negcache.Deterministic && !(p.spliced && resp.StatusCode == http.StatusBadRequest):
+		// An invalid-request failure to a body Corral changed (the
+		// stream_options splice) might be the change's fault; it is never
+		// remembered under the key the unchanged request shares.
 		e.Header = cache.KeepHeaders(resp.Header)
 		st.res.stored = s.store(sctx, p.negName, e, p.negTTL)
 	}
@@ -241,58 +277,173 @@ var errFlightEnded = errors.New("flight ended before the stream completed")
 
 // lead makes this flight the leader across instances, or waits for the
 // instance that is. done=true means res is the flight's answer and no
-// upstream call is to be made. A nil lease with done=false means lead
-// without a lock: embedded mode, Redis unreachable, or the wait timed out.
-func (s *Server) lead(ctx context.Context, p *flightParams) (lease Lease, res flightResult, done bool) {
+// upstream call is to be made (the other instance's entry, or its live
+// stream mirrored into st). A nil lease with done=false means lead without
+// a lock: embedded mode, Redis unreachable, or the wait timed out.
+// waited reports that another instance led first.
+func (s *Server) lead(ctx context.Context, p *flightParams, st *flightState) (lease Lease, waited bool, res flightResult, done bool) {
 	if s.locker == nil {
-		return nil, res, false
+		return nil, false, res, false
 	}
 	deadline := time.NewTimer(s.waitTimeout)
 	defer deadline.Stop()
-	for waited := false; ; waited = true {
+	for {
 		if !s.redis.allow() {
-			return nil, res, false
+			return nil, waited, res, false // Redis is down: lead locally
 		}
 		l, ok, err := s.locker.TryAcquire(ctx, p.lockName)
 		s.redis.record(err)
-		if ok && waited {
-			// The leader we waited for released or lost its lock without
-			// an answer (it failed, or its instance died): we lead now.
-			s.metrics.LockTakeover()
+		if ok {
+			if waited {
+				// The leader we waited for released or lost its lock
+				// without an answer (it failed, or its instance died).
+				s.metrics.LockTakeover()
+			}
+			return l, waited, res, false
 		}
-		if err != nil || ok {
-			return l, res, false // an error degrades to leading locally
+		if err == nil {
+			waited = true // another instance holds the lock
 		}
-		// Another instance leads. Watch before looking, so a "done" sent
-		// between the look and the wait is not missed.
+		// Watch before looking, so a "done" sent between the look and the
+		// wait is not missed. A Redis error here is not a reason to lead:
+		// a leader exists; keep waiting unless the breaker trips.
 		ch, unwatch := s.watch(p.name)
-		e, _, err := s.lookup(ctx, p.name, p.negName, p.minStoredAt)
-		if e != nil {
+		if e, _, _ := s.lookup(ctx, p.name, p.negName, p.minStoredAt); e != nil {
 			unwatch()
-			return nil, flightResult{entry: e, source: cacheCoalesced}, true
+			return nil, waited, flightResult{entry: e, source: cacheCoalesced}, true
 		}
-		if err != nil {
-			unwatch()
-			return nil, res, false
+		if s.streams != nil {
+			if live, err := s.streams.Exists(ctx, p.streamName); err == nil && live {
+				unwatch()
+				return nil, waited, s.mirror(ctx, p, st), true
+			}
 		}
 		poll := time.NewTimer(s.pollInterval)
+		var stop bool
 		select {
 		case <-ch:
 		case <-poll.C:
 		case <-deadline.C:
-			unwatch()
-			poll.Stop()
+			stop = true
 			if s.failOnWaitTimeout {
-				return nil, flightResult{fail: errWaitTimeout}, true
+				res, done = flightResult{fail: errWaitTimeout}, true
 			}
-			return nil, res, false
 		case <-ctx.Done():
-			unwatch()
-			poll.Stop()
-			return nil, res, true
+			stop, done = true, true
 		}
 		unwatch()
 		poll.Stop()
+		if stop {
+			return nil, waited, res, done
+		}
+	}
+}
+
+// mirror follows another instance's live stream into this flight's
+// record: one blocking reader per instance, fanned out to its local
+// followers. A leader that dies mid-stream stops renewing its lock; when
+// the lock is gone and no end marker came, the followers' streams end
+// with an error instead of hanging.
+func (s *Server) mirror(ctx context.Context, p *flightParams, st *flightState) flightResult {
+	st.header = http.Header{"Content-Type": {"text/event-stream"}}
+	close(st.streaming)
+	block := max(s.lockTTL/4, 20*time.Millisecond)
+	after := "0"
+	var events [][]byte
+	for {
+		b, err := s.streams.Read(ctx, p.streamName, after, block)
+		if ctx.Err() != nil {
+			st.rec.Close(ctx.Err())
+			return flightResult{}
+		}
+		s.redis.record(err)
+		for _, ev := range b.Events {
+			st.rec.Append(ev)
+			events = append(events, ev)
+		}
+		after = b.Next
+		switch {
+		case b.Ended && b.Err != nil:
+			st.rec.Close(b.Err)
+			return flightResult{fail: streamFailure(b.Err)}
+		case b.Ended:
+			// The leader stored its entry before it wrote the end marker.
+			res := flightResult{source: cacheCoalesced}
+			if e, _, _ := s.lookup(ctx, p.name, p.negName, time.Time{}); e != nil {
+				res.entry = e
+			} else if e := assembleEvents(p.endpoint, events); e != nil {
+				res.entry = e // not stored (Redis trouble): still whole
+			} else {
+				res.fail = streamFailure(errStreamIncomplete)
+			}
+			st.rec.Close(nil)
+			return res
+		case err != nil && !s.redis.allow(), len(b.Events) == 0 && !s.leaderAlive(ctx, p):
+			st.rec.Close(errLeaderGone)
+			return flightResult{fail: streamFailure(errLeaderGone)}
+		}
+	}
+}
+
+// errLeaderGone ends followers' streams whose leader stopped renewing its
+// lock before finishing.
+var errLeaderGone = errors.New("the instance streaming this answer stopped before finishing")
+
+// leaderAlive reports whether the leader still holds (and so renews) its
+// lock. An unanswered question counts as alive: the stream's own expiry
+// bounds the wait.
+func (s *Server) leaderAlive(ctx context.Context, p *flightParams) bool {
+	held, err := s.locker.Held(ctx, p.lockName)
+	return err != nil || held
+}
+
+// assembleEvents rebuilds a completion from relayed SSE events, or nil.
+func assembleEvents(endpoint string, events [][]byte) *cache.Entry {
+	asm := upstream.NewAssembler(endpoint)
+	for _, ev := range events {
+		if asm.Add(upstream.Data(ev)) != nil {
+			return nil
+		}
+	}
+	if !asm.Complete() {
+		return nil
+	}
+	body, err := asm.Body()
+	if err != nil {
+		return nil
+	}
+	e := &cache.Entry{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+	e.PromptTokens, e.CompletionTokens, _ = asm.Usage()
+	return e
+}
+
+// publish copies the flight's record into the Redis live stream for
+// followers on other instances, batch by batch, and marks its end. It is a
+// cursor like any follower's, so it never slows the leader. The first
+// batch also wakes the other instances' waiters, which then find the
+// stream. It returns when the record has ended and the end is written.
+func (s *Server) publish(ctx context.Context, p *flightParams, rec *coalesce.Record) {
+	ctx = context.WithoutCancel(ctx)
+	cur := rec.Cursor()
+	announced := false
+	for {
+		batch, err := cur.Next(ctx)
+		if err != nil {
+			var cause error
+			if !errors.Is(err, io.EOF) {
+				cause = err
+			}
+			s.redis.record(s.streams.End(ctx, p.streamName, cause))
+			return
+		}
+		if err := s.streams.Append(ctx, p.streamName, batch); err != nil {
+			s.redis.record(err)
+			continue // the followers will notice the gap through the lock
+		}
+		if !announced && s.bus != nil {
+			announced = true
+			s.redis.record(s.bus.Publish(ctx, p.name))
+		}
 	}
 }
 
@@ -366,6 +517,19 @@ func (s *Server) streamFlight(ctx context.Context, p *flightParams, st *flightSt
 	st.header = http.Header{}
 	upstream.CopyResponseHeader(st.header, resp.Header)
 	close(st.streaming)
+	if p.publish {
+		published := make(chan struct{})
+		go func() {
+			defer close(published)
+			s.publish(ctx, p, st.rec)
+		}()
+		// The end marker must be written before the lock is released, so
+		// followers never mistake a finished leader for a dead one.
+		defer func() {
+			st.rec.Close(errFlightEnded)
+			<-published
+		}()
+	}
 
 	asm := upstream.NewAssembler(p.endpoint)
 	storable := true
@@ -399,6 +563,10 @@ func (s *Server) streamFlight(ctx context.Context, p *flightParams, st *flightSt
 		}
 	}
 }
+
+// errUpstreamTooLarge answers an upstream body over maxUpstreamBody.
+var errUpstreamTooLarge = &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
+	Message: "The upstream answer was larger than the gateway accepts."}
 
 // errStreamIncomplete is a stream that ended without [DONE].
 var errStreamIncomplete = errors.New("upstream stream ended before it was complete")
@@ -448,6 +616,8 @@ func usageOf(body []byte) (prompt, completion int) {
 func RedisLocker(l *redislock.Locker) Locker { return redisLocker{l} }
 
 type redisLocker struct{ l *redislock.Locker }
+
+func (a redisLocker) Held(ctx context.Context, name string) (bool, error) { return a.l.Held(ctx, name) }
 
 func (a redisLocker) TryAcquire(ctx context.Context, name string) (Lease, bool, error) {
 	lease, ok, err := a.l.TryAcquire(ctx, name)

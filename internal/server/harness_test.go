@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/coalesce/livestream"
 	"github.com/corralhq/corral/internal/coalesce/redislock"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/mockllm"
@@ -55,6 +56,7 @@ type harnessOptions struct {
 	lockTTL         time.Duration
 	negativeTTL     time.Duration
 	logs            io.Writer // access and error logs (JSON, debug level); default discarded
+	wrapUpstream    func(http.Handler) http.Handler
 }
 
 func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
@@ -76,7 +78,11 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 		}
 	}
 	h.mock = mockllm.New(o.mock)
-	h.up = httptest.NewServer(h.mock)
+	var upHandler http.Handler = h.mock
+	if o.wrapUpstream != nil {
+		upHandler = o.wrapUpstream(h.mock)
+	}
+	h.up = httptest.NewServer(upHandler)
 	tb.Cleanup(h.up.Close)
 
 	reg, err := tenant.NewRegistry(append([]tenant.Spec{
@@ -109,6 +115,8 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 			so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
 			so.Locker = RedisLocker(redislock.NewLocker(rdb, redislock.Options{TTL: o.lockTTL}))
 			so.Bus = bus
+			so.Streams = livestream.New(rdb, livestream.Options{})
+			so.LockTTL = o.lockTTL
 			so.RedisBackoff = 50 * time.Millisecond
 			so.Limiter = ratelimit.NewFallback(ratelimit.NewRedis(rdb, ratelimit.RedisOptions{}),
 				ratelimit.NewMemory(ratelimit.MemoryOptions{}), nopLogger(), ratelimit.FallbackOptions{Backoff: 50 * time.Millisecond})

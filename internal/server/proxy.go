@@ -1,11 +1,14 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
 	"github.com/corralhq/corral/internal/negcache"
+	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/usage"
 )
@@ -13,14 +16,28 @@ import (
 // handleProxy forwards any other /v1 request untouched: no parsing, no
 // cache. Authentication (and, when configured, requests/min) still apply.
 func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
+	rel, ok := proxyPath(r)
+	if !ok {
+		writeError(w, errInvalidRequest("The path must not contain '..', '//' or encoded slashes and dots.", ""))
+		return
+	}
 	body, aerr := readBody(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
+	// The model allow-list holds on every path, not only the cached ones:
+	// a proxied body that names a model must name an allowed one.
+	if t, _ := tenant.FromContext(r.Context()); t.Models != nil && len(body) > 0 {
+		if m := bodyModel(body); m != "" && !t.Allows(m) {
+			recordFrom(r.Context()).model = m
+			writeError(w, errModelNotAllowed(m))
+			return
+		}
+	}
 	req := upstream.Request{
 		Method:   r.Method,
-		Path:     strings.TrimPrefix(r.URL.Path, "/v1"),
+		Path:     rel,
 		RawQuery: r.URL.RawQuery,
 		Header:   r.Header,
 	}
@@ -28,6 +45,39 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		req.Body = body
 	}
 	s.forward(w, r, req)
+}
+
+// proxyPath returns the request's path below /v1, refusing any path that
+// could step outside the upstream's base path once a proxy in front of the
+// upstream normalises it: dot segments, empty segments and their
+// percent-encoded forms.
+func proxyPath(r *http.Request) (string, bool) {
+	raw := r.URL.EscapedPath()
+	low := strings.ToLower(raw)
+	if strings.Contains(raw, "//") || strings.Contains(low, "%2e") || strings.Contains(low, "%2f") || strings.Contains(low, "%5c") ||
+		strings.Contains(raw, "\\") {
+		return "", false
+	}
+	for seg := range strings.SplitSeq(r.URL.Path, "/") {
+		if seg == "." || seg == ".." {
+			return "", false
+		}
+	}
+	if path.Clean(r.URL.Path) != strings.TrimSuffix(r.URL.Path, "/") || !strings.HasPrefix(r.URL.Path, "/v1/") {
+		return "", false
+	}
+	return strings.TrimPrefix(r.URL.Path, "/v1"), true
+}
+
+// bodyModel reads a top-level "model" from a JSON body, "" when there is none.
+func bodyModel(body []byte) string {
+	var v struct {
+		Model string `json:"model"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return ""
+	}
+	return v.Model
 }
 
 // forward calls the upstream with the client's context (a client that

@@ -22,6 +22,7 @@ type breaker struct {
 
 	mu        sync.Mutex // protects the fields below
 	failures  int        // consecutive failures while up
+	notify    func()     // a transition to report once the lock is released
 	down      bool
 	downSince time.Time
 	nextProbe time.Time
@@ -58,7 +59,14 @@ func (b *breaker) record(err error) {
 		return
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	notify := b.notify
+	b.notify = nil
+	defer func() {
+		b.mu.Unlock()
+		if notify != nil {
+			notify() // outside the lock: the callback may ask the breaker
+		}
+	}()
 	now := b.now()
 	switch {
 	case err == nil:
@@ -66,7 +74,7 @@ func (b *breaker) record(err error) {
 		if b.down {
 			b.down = false
 			b.log.Info("redis is back; leaving degraded mode", slog.Duration("outage", now.Sub(b.downSince)))
-			b.changed(true)
+			b.changedLocked(true)
 		}
 	case b.down:
 		// still down; the probe failed
@@ -77,7 +85,7 @@ func (b *breaker) record(err error) {
 		b.down, b.downSince, b.nextProbe = true, now, now.Add(b.backoff)
 		b.log.Warn("redis unreachable; serving with in-process coalescing and no shared cache until it is back",
 			slog.String("error", err.Error()))
-		b.changed(false)
+		b.changedLocked(false)
 	}
 }
 
@@ -91,8 +99,9 @@ func (b *breaker) healthy() bool {
 	return !b.down
 }
 
-func (b *breaker) changed(up bool) {
+// changedLocked schedules onChange for after the lock is released.
+func (b *breaker) changedLocked(up bool) {
 	if b.onChange != nil {
-		b.onChange(up)
+		b.notify = func() { b.onChange(up) }
 	}
 }

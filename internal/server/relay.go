@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/corralhq/corral/internal/upstream"
 )
@@ -76,6 +77,7 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 		if upstream.IsDone(upstream.Data(ev)) {
 			done = true
 		}
+		_ = rc.SetWriteDeadline(time.Now().Add(writeStall))
 		if _, err := w.Write(ev); err != nil {
 			return // client gone; returning cancels the upstream call
 		}

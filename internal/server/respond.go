@@ -2,13 +2,16 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/upstream"
 )
 
@@ -38,6 +41,9 @@ func (s *Server) serveEntry(w http.ResponseWriter, r *http.Request, endpoint str
 	}
 	if h.Get("Content-Type") == "" {
 		h.Set("Content-Type", "application/json")
+	}
+	if e.Status == http.StatusTooManyRequests && h.Get("Retry-After") == "" {
+		ratelimit.SetRetryAfter(h, time.Second) // every 429 says when to retry
 	}
 	h.Set("Content-Length", strconv.Itoa(len(e.Body)))
 	w.WriteHeader(e.Status)
@@ -75,6 +81,9 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, st *flight
 			_ = rc.Flush()
 			return false
 		}
+		// A client that stops reading is dropped alone after a while
+		// instead of pinning its handler (the record is shared, not its).
+		_ = rc.SetWriteDeadline(time.Now().Add(writeStall))
 		for _, ev := range batch {
 			if !includeUsage && isUsageEvent(ev) {
 				continue
@@ -90,7 +99,22 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, st *flight
 }
 
 // isUsageEvent reports whether ev is the usage-only chunk a stream sends
-// when include_usage is set: no choices, a usage object.
+// when include_usage is set: no choices, a usage object. Only events that
+// mention usage are decoded, whatever their JSON spacing.
 func isUsageEvent(ev []byte) bool {
-	return bytes.Contains(ev, []byte(`"choices":[]`)) && bytes.Contains(ev, []byte(`"usage":{`))
+	if !bytes.Contains(ev, []byte(`"usage"`)) {
+		return false
+	}
+	var chunk struct {
+		Choices []json.RawMessage `json:"choices"`
+		Usage   json.RawMessage   `json:"usage"`
+	}
+	if json.Unmarshal(upstream.Data(ev), &chunk) != nil {
+		return false
+	}
+	return chunk.Choices != nil && len(chunk.Choices) == 0 && len(chunk.Usage) > 0 && string(chunk.Usage) != "null"
 }
+
+// writeStall is how long a stream write may block on a client that does
+// not read before the client is dropped.
+const writeStall = 30 * time.Second

@@ -18,6 +18,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/coalesce/livestream"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
@@ -46,6 +47,11 @@ type Options struct {
 	// Locker and Bus coordinate instances; nil in embedded mode.
 	Locker Locker
 	Bus    Bus
+	// Streams carries live streams between instances; nil in embedded mode.
+	Streams *livestream.Streams
+	// LockTTL is the lock's TTL, which bounds how soon followers notice a
+	// dead leader. Default 10s.
+	LockTTL time.Duration
 	// PollInterval is the waiters' safety-net poll. Default 50ms.
 	PollInterval time.Duration
 	// WaitTimeout is the longest a waiter waits for another instance's
@@ -97,6 +103,8 @@ type Server struct {
 	cache             cache.Store
 	locker            Locker
 	bus               Bus
+	streams           *livestream.Streams
+	lockTTL           time.Duration
 	redis             *breaker // nil in embedded mode
 	groups            sync.Map // tenant id → *flightGroup
 	pollInterval      time.Duration
@@ -108,7 +116,8 @@ type Server struct {
 	usage             UsageRecorder
 	adminToken        string
 	reload            func() (*tenant.Registry, error)
-	reloadMu          sync.Mutex // serialises reloads
+	reloadMu          sync.Mutex  // serialises reloads
+	noSplice          atomic.Bool // the upstream rejected stream_options once
 	now               func() time.Time
 }
 
@@ -127,6 +136,8 @@ func New(o Options) (*Server, error) {
 		cache:             o.Cache,
 		locker:            o.Locker,
 		bus:               o.Bus,
+		streams:           o.Streams,
+		lockTTL:           cmp.Or(o.LockTTL, 10*time.Second),
 		pollInterval:      cmp.Or(o.PollInterval, 50*time.Millisecond),
 		waitTimeout:       cmp.Or(o.WaitTimeout, 120*time.Second),
 		failOnWaitTimeout: o.FailOnWaitTimeout,

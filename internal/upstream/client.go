@@ -42,7 +42,7 @@ type Client struct {
 func New(opts Options) (*Client, error) {
 	u, err := url.Parse(opts.BaseURL)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("upstream: base URL %q must be an http(s) URL", opts.BaseURL)
+		return nil, fmt.Errorf("upstream: base URL %q must be an http(s) URL", Redact(opts.BaseURL))
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	c := &Client{base: u, timeout: opts.Timeout}
@@ -102,7 +102,14 @@ func (c *Client) Do(ctx context.Context, req Request) (*http.Response, error) {
 func (c *Client) send(ctx context.Context, req Request) (*http.Response, error) {
 	u := *c.base
 	u.Path = c.base.Path + req.Path
-	u.RawQuery = req.RawQuery
+	// A base URL's own query (Azure's ?api-version=) is kept, the
+	// request's appended to it.
+	switch {
+	case c.base.RawQuery == "":
+		u.RawQuery = req.RawQuery
+	case req.RawQuery != "":
+		u.RawQuery = c.base.RawQuery + "&" + req.RawQuery
+	}
 	var body *bytes.Reader
 	if req.Body != nil {
 		body = bytes.NewReader(req.Body)
@@ -127,3 +134,15 @@ func (c *Client) send(ctx context.Context, req Request) (*http.Response, error) 
 // CloseIdleConnections closes pooled connections not in use, for a clean
 // shutdown.
 func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
+// Redact hides a URL's userinfo (user:password@) for logs and errors.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	if u.User != nil {
+		u.User = url.User("redacted")
+	}
+	return u.String()
+}

@@ -38,15 +38,27 @@ func forwardHeader(dst, src http.Header) {
 	}
 }
 
+// responseDeny are upstream response headers a client never sees: framing
+// Corral recomputes, cookies, the upstream's own request id (Corral's
+// X-Request-Id is the one clients correlate with), and what describes the
+// upstream's account or servers rather than the answer.
+var responseDeny = map[string]bool{
+	"Content-Length":      true,
+	"Set-Cookie":          true,
+	"X-Request-Id":        true,
+	"Openai-Organization": true,
+	"Openai-Project":      true,
+	"Server":              true,
+	"Alt-Svc":             true,
+}
+
 // CopyResponseHeader copies the upstream response headers a client should
 // see. Hop-by-hop headers, the length (Corral may re-frame the body),
 // cookies, and the upstream's own rate-limit and organization headers
 // (they describe Corral's account, not the tenant's) are dropped.
 func CopyResponseHeader(dst, src http.Header) {
 	for k, vv := range src {
-		if isHopByHop(src, k) || k == "Content-Length" || k == "Set-Cookie" ||
-			k == "Openai-Organization" || k == "Openai-Project" ||
-			strings.HasPrefix(k, "X-Ratelimit-") {
+		if isHopByHop(src, k) || responseDeny[k] || strings.HasPrefix(k, "X-Ratelimit-") {
 			continue
 		}
 		dst[k] = vv

@@ -96,7 +96,8 @@ func TestForwardHeader(t *testing.T) {
 
 func TestCopyResponseHeader(t *testing.T) {
 	src := http.Header{"Content-Type": {"application/json"}, "Content-Length": {"5"}, "X-Ratelimit-Remaining-Requests": {"1"},
-		"Set-Cookie": {"a=b"}, "Openai-Processing-Ms": {"12"}, "Transfer-Encoding": {"chunked"}}
+		"Set-Cookie": {"a=b"}, "Openai-Processing-Ms": {"12"}, "Transfer-Encoding": {"chunked"},
+		"X-Request-Id": {"req_1"}, "Server": {"cloudflare"}, "Alt-Svc": {"h3"}}
 	dst := http.Header{}
 	CopyResponseHeader(dst, src)
 	if len(dst) != 2 || dst.Get("Content-Type") == "" || dst.Get("Openai-Processing-Ms") == "" {

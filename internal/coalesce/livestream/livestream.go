@@ -1,0 +1,169 @@
+// Package livestream carries a streamed answer between gateway instances
+// while it is being generated, so that a follower on any instance sees its
+// first token as soon as the leader's client does.
+//
+// The leader appends each SSE event to a Redis Stream
+// (corral:v1:{<tenant>:<hash>}:s) and finally an end marker; a follower
+// instance reads the stream from the start and then blocks for more
+// (XREAD BLOCK). The stream is capped in length and expires shortly after
+// its end, so an abandoned one never lingers.
+//
+// Each instance runs one reader per stream (its flight for that prompt)
+// and fans the events out to its local followers through a
+// coalesce.Record, so a thousand followers cost one blocking read.
+package livestream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Options tune a Streams. Zero values take the documented defaults.
+type Options struct {
+	// MaxLen caps a stream's entries (approximate trimming). Default
+	// 100,000 events, far beyond any model answer.
+	MaxLen int64
+	// LiveTTL is the stream's expiry while it is being written, renewed on
+	// every append. Default 2 minutes.
+	LiveTTL time.Duration
+	// EndTTL is the expiry set when the stream ends: long enough for a
+	// late reader to finish, short enough to free memory. Default 30s.
+	EndTTL time.Duration
+	// OpTimeout bounds one append or end. Default 1s.
+	OpTimeout time.Duration
+}
+
+// Streams reads and writes live streams in Redis.
+type Streams struct {
+	rdb  redis.UniversalClient
+	opts Options
+}
+
+// New returns a Streams on rdb.
+func New(rdb redis.UniversalClient, opts Options) *Streams {
+	if opts.MaxLen <= 0 {
+		opts.MaxLen = 100_000
+	}
+	if opts.LiveTTL <= 0 {
+		opts.LiveTTL = 2 * time.Minute
+	}
+	if opts.EndTTL <= 0 {
+		opts.EndTTL = 30 * time.Second
+	}
+	if opts.OpTimeout <= 0 {
+		opts.OpTimeout = time.Second
+	}
+	return &Streams{rdb: rdb, opts: opts}
+}
+
+// Field names of stream entries.
+const (
+	fieldEvent = "e"   // one raw SSE event
+	fieldEnd   = "end" // "ok", or the reason the stream broke
+	endOK      = "ok"
+)
+
+// ErrBroken is the end of a stream that did not complete; the reason is
+// wrapped.
+var ErrBroken = errors.New("livestream: leader's stream broke")
+
+// Append adds events in one round trip (a pipeline of XADDs and one
+// PEXPIRE).
+func (s *Streams) Append(ctx context.Context, key string, events [][]byte) error {
+	if len(events) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, ev := range events {
+			p.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: s.opts.MaxLen, Approx: true, Values: []any{fieldEvent, ev}})
+		}
+		p.PExpire(ctx, key, s.opts.LiveTTL)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("livestream: append: %w", err)
+	}
+	return nil
+}
+
+// End marks the stream finished: cleanly when cause is nil. The stream
+// then expires after EndTTL.
+func (s *Streams) End(ctx context.Context, key string, cause error) error {
+	v := endOK
+	if cause != nil {
+		v = cause.Error()
+		if v == endOK || v == "" {
+			v = "broken"
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: s.opts.MaxLen, Approx: true, Values: []any{fieldEnd, v}})
+		p.PExpire(ctx, key, s.opts.EndTTL)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("livestream: end: %w", err)
+	}
+	return nil
+}
+
+// Exists reports whether a live stream exists for key.
+func (s *Streams) Exists(ctx context.Context, key string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	n, err := s.rdb.Exists(ctx, key).Result()
+	if err != nil {
+		return false, fmt.Errorf("livestream: exists: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Batch is what one Read returns.
+type Batch struct {
+	Events [][]byte
+	Next   string // the id to read after next time
+	Ended  bool   // the end marker was read
+	Err    error  // with Ended: nil for a clean end, else wraps ErrBroken
+}
+
+// Read returns the entries after id ("0" for the start), blocking up to
+// block for new ones. An empty batch with no error means nothing arrived
+// within block.
+func (s *Streams) Read(ctx context.Context, key, after string, block time.Duration) (Batch, error) {
+	b := Batch{Next: after}
+	// The read may block for `block`; give the round trip room beyond it.
+	ctx, cancel := context.WithTimeout(ctx, block+s.opts.OpTimeout)
+	defer cancel()
+	res, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{key, after}, Count: 1024, Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		return b, nil
+	}
+	if err != nil {
+		return b, fmt.Errorf("livestream: read: %w", err)
+	}
+	for _, st := range res {
+		for _, m := range st.Messages {
+			b.Next = m.ID
+			if v, ok := m.Values[fieldEvent].(string); ok {
+				b.Events = append(b.Events, []byte(v))
+				continue
+			}
+			if v, ok := m.Values[fieldEnd].(string); ok {
+				b.Ended = true
+				if v != endOK {
+					b.Err = fmt.Errorf("%w: %s", ErrBroken, v)
+				}
+				return b, nil
+			}
+		}
+	}
+	return b, nil
+}
