@@ -157,6 +157,9 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 	// A streamed answer is followed from its record even when the flight
 	// has already ended: the record holds the whole stream as it came.
 	if req.Stream && isClosed(st.streaming) {
+		if st.mirrored {
+			source = cacheCoalesced // another instance leads this stream
+		}
 		rec.cache = source
 		if s.followStream(w, r, st, source, req.IncludeUsage, ctl) {
 			account(st.res.entry) // the record ended cleanly, after the entry was set

@@ -74,6 +74,7 @@ type flightState struct {
 	streaming chan struct{}     // closed when the upstream answered 200 with an event stream
 	header    http.Header       // the upstream's response headers, filtered
 	tokens    *ratelimit.Result // the leader's tokens/min decision, set before streaming or done
+	mirrored  bool              // the stream is another instance's, set before streaming is closed
 	res       flightResult
 }
 
@@ -346,6 +347,7 @@ func (s *Server) lead(ctx context.Context, p *flightParams, st *flightState) (le
 // with an error instead of hanging.
 func (s *Server) mirror(ctx context.Context, p *flightParams, st *flightState) flightResult {
 	st.header = http.Header{"Content-Type": {"text/event-stream"}}
+	st.mirrored = true
 	close(st.streaming)
 	block := max(s.lockTTL/4, 20*time.Millisecond)
 	after := "0"
