@@ -2,9 +2,14 @@ package api
 
 import (
 	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -355,4 +360,125 @@ func TestRefsResolve(t *testing.T) {
 		}
 	}
 	walk(d)
+}
+
+// TestAdminEndpoints checks the admin endpoints and /metrics against what
+// internal/server serves: no "planned" wording left, the usage schema has
+// exactly the fields handleUsage writes, and the admin error codes.
+func TestAdminEndpoints(t *testing.T) {
+	d := doc(t)
+	for _, s := range []string{"(planned)", "Planned."} {
+		if bytes.Contains(OpenAPI, []byte(s)) {
+			t.Errorf("document still says %q", s)
+		}
+	}
+
+	// TenantUsage's properties are the JSON fields of handleUsage's answer.
+	want := usageFields(t)
+	usage := mapping(t, d, "components", "schemas", "TenantUsage")
+	var got []string
+	for k := range mapping(t, usage, "properties") {
+		got = append(got, k)
+	}
+	sort.Strings(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("TenantUsage properties = %v; handleUsage writes %v", got, want)
+	}
+	var required []string
+	for _, r := range get(t, usage, "required").([]any) {
+		required = append(required, r.(string))
+	}
+	sort.Strings(required)
+	if !slices.Equal(required, want) {
+		t.Errorf("TenantUsage required = %v; want %v", required, want)
+	}
+	var cache []string
+	for k := range mapping(t, usage, "properties", "cache", "properties") {
+		cache = append(cache, k)
+	}
+	sort.Strings(cache)
+	if !slices.Equal(cache, []string{"BYPASS", "COALESCED", "HIT", "NEGATIVE"}) {
+		t.Errorf("TenantUsage.cache properties = %v", cache)
+	}
+
+	purged := resolve(t, d, get(t, d, "paths", "/admin/cache/{tenant}", "delete", "responses", "200"))
+	get(t, purged, "content", "application/json", "schema", "properties", "deleted")
+	get(t, d, "paths", "/admin/reload", "post", "responses", "200", "content", "application/json", "schema", "properties", "tenants")
+
+	// Every admin operation and /metrics answers a wrong token with 401
+	// invalid_api_key.
+	ops := map[string]string{
+		"/metrics": "get", "/admin/tenants/{id}/usage": "get", "/admin/cache/{tenant}": "delete",
+		"/admin/cache/{tenant}/{key}": "delete", "/admin/reload": "post",
+	}
+	for p, m := range ops {
+		r := resolve(t, d, get(t, d, "paths", p, m, "responses", "401"))
+		if c := codes(r); !slices.Equal(c, []string{"invalid_api_key"}) {
+			t.Errorf("%s %s 401 shows codes %v; want invalid_api_key", strings.ToUpper(m), p, c)
+		}
+		var schemes []string
+		for _, s := range get(t, d, "paths", p, m, "security").([]any) {
+			for k := range s.(map[string]any) {
+				schemes = append(schemes, k)
+			}
+		}
+		if !slices.Contains(schemes, "adminBearer") {
+			t.Errorf("%s %s: security %v lacks adminBearer", strings.ToUpper(m), p, schemes)
+		}
+	}
+	// /metrics is open when no admin token is set.
+	if sec := get(t, d, "paths", "/metrics", "get", "security").([]any); !slices.ContainsFunc(sec, func(s any) bool {
+		m, ok := s.(map[string]any)
+		return ok && len(m) == 0
+	}) {
+		t.Error("/metrics: security has no empty requirement (open without CORRAL_ADMIN_TOKEN)")
+	}
+	for status, code := range map[string]string{"503": "usage_unavailable"} {
+		r := resolve(t, d, get(t, d, "paths", "/admin/tenants/{id}/usage", "get", "responses", status))
+		if !slices.Contains(codes(r), code) {
+			t.Errorf("usage %s does not show %s", status, code)
+		}
+	}
+	r := resolve(t, d, get(t, d, "paths", "/admin/cache/{tenant}", "delete", "responses", "503"))
+	if !slices.Contains(codes(r), "purge_failed") {
+		t.Error("purge 503 does not show purge_failed")
+	}
+	r = resolve(t, d, get(t, d, "paths", "/admin/reload", "post", "responses", "400"))
+	if !slices.Contains(codes(r), "invalid_request_error") {
+		t.Error("reload 400 does not show invalid_request_error")
+	}
+}
+
+// usageFields reads the JSON field names of the usage answer from
+// internal/server/admin.go: "tenant" and the tags of usageJSON.
+func usageFields(t *testing.T) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "../internal/server/admin.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := []string{"tenant"}
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok || ts.Name.Name != "usageJSON" {
+			return true
+		}
+		for _, fd := range ts.Type.(*ast.StructType).Fields.List {
+			if fd.Tag == nil {
+				continue
+			}
+			tag, _ := strconv.Unquote(fd.Tag.Value)
+			name, _, _ := strings.Cut(reflect.StructTag(tag).Get("json"), ",")
+			if name != "" && name != "-" {
+				fields = append(fields, name)
+			}
+		}
+		return false
+	})
+	if len(fields) < 5 {
+		t.Fatalf("found usage fields %v in admin.go; has usageJSON moved?", fields)
+	}
+	sort.Strings(fields)
+	return fields
 }

@@ -55,7 +55,7 @@ func New() *Metrics {
 			Buckets: latencyBuckets,
 		}, []string{"cache"}),
 		upstreamCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "corral_upstream_calls_total", Help: "Calls made to the upstream, by tenant, model and outcome (answer, deterministic, upstream_auth, transient, timeout, error).",
+			Name: "corral_upstream_calls_total", Help: "Calls made to the upstream, by tenant, model and outcome (answer, deterministic, upstream_auth, transient, timeout, error, canceled).",
 		}, []string{"tenant", "model", "outcome"}),
 		upstreamSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "corral_upstream_duration_seconds", Help: "Duration of upstream calls, by outcome.",

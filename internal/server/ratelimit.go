@@ -45,13 +45,13 @@ func (s *Server) takeTokens(ctx context.Context, t *tenant.Tenant, kind ratelimi
 	switch {
 	case errors.Is(err, ratelimit.ErrExceedsBurst):
 		s.metrics.RateLimited(t.ID, kind.Suffix())
-		return res, &apiError{Status: http.StatusTooManyRequests, Type: string(kind.Suffix()), Code: "rate_limit_exceeded",
+		return res, &apiError{Status: http.StatusTooManyRequests, Type: kind.Suffix(), Code: "rate_limit_exceeded",
 			Message: fmt.Sprintf("Request too large for %s per minute: limit %d, requested %d.", kind.Suffix(), perMinute, n)}
 	case err != nil:
 		return res, nil
 	case !res.Allowed:
 		s.metrics.RateLimited(t.ID, kind.Suffix())
-		return res, &apiError{Status: http.StatusTooManyRequests, Type: string(kind.Suffix()), Code: "rate_limit_exceeded",
+		return res, &apiError{Status: http.StatusTooManyRequests, Type: kind.Suffix(), Code: "rate_limit_exceeded",
 			retryAfter: res.RetryAfter,
 			Message: fmt.Sprintf("Rate limit reached for %s per minute: limit %d, remaining %d, requested %d. Please try again in %s.",
 				kind.Suffix(), perMinute, res.Remaining, n, res.RetryAfter.Round(time.Millisecond))}

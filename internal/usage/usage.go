@@ -20,16 +20,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Counters are one tenant's usage. JSON names are the admin API's.
+// Counters are one tenant's usage.
 type Counters struct {
-	Requests      int64 `json:"requests"`
-	Hits          int64 `json:"hits"`
-	Coalesced     int64 `json:"coalesced"`
-	Negative      int64 `json:"negative"`
-	Bypass        int64 `json:"bypass"`
-	UpstreamCalls int64 `json:"upstream_calls"`
-	TokensUsed    int64 `json:"tokens_used"`
-	TokensSaved   int64 `json:"tokens_saved"`
+	Requests      int64
+	Hits          int64
+	Coalesced     int64
+	Negative      int64
+	Bypass        int64
+	UpstreamCalls int64
+	TokensUsed    int64
+	TokensSaved   int64
 }
 
 func (c *Counters) add(o Counters) {
