@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: run demo test bench lint fuzz
+.PHONY: run demo test bench bench-micro lint fuzz
 
 run: ## serve with CORRAL_* from the environment
 	$(GO) run ./cmd/gateway
@@ -15,7 +15,10 @@ test: ## vet, race-enabled tests, then every benchmark once so they stay runnabl
 	$(GO) test -race -count=1 -timeout 10m $(PKGS)
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 5m $(PKGS)
 
-bench: ## benchmarks with allocations
+bench: ## load harness (bench/): gateway, mock, Redis and a bare proxy as pinned processes; ~4 min; BENCHFLAGS=-quick for ~1 min
+	$(GO) run ./bench/cmd/corralbench $(BENCHFLAGS)
+
+bench-micro: ## go test micro benchmarks with allocations
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 15m $(PKGS)
 
 lint:

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/mockllm"
 )
 
 // benchClient keeps enough idle connections for parallel benchmarks.
@@ -167,4 +170,95 @@ func timedBurst(h *harness, n int, body string) []timed {
 		out[i].leaderInstance = leader
 	}
 	return out
+}
+
+// BenchmarkLiveStreamFollowers is issue 8's scenario: 50 identical
+// streaming requests over 3 instances sharing Redis, the mock emitting 20
+// chunks 100 ms apart. It reports upstream calls and how much later than
+// the leader's client each follower got its first content chunk.
+func BenchmarkLiveStreamFollowers(b *testing.B) {
+	h, _ := distributed(b, 3, slowStream(20, 100*time.Millisecond))
+	var lags []time.Duration
+	var calls int64
+	round := 0
+	for b.Loop() {
+		round++
+		before := h.mock.Stats().Requests
+		body := liveBody(fmt.Sprintf("live followers %d", round))
+		leader := openStreamB(b, h.gws[0].URL, body)
+		_, _ = h.mock.Wait(context.Background(), func(s mockllm.Stats) bool { return s.InFlight == 1 })
+		followers := make([]*streamClient, 49)
+		for i := range followers {
+			followers[i] = openStreamB(b, h.bases()[(i+1)%3], body)
+		}
+		lead := drain(leader)
+		for _, f := range followers {
+			if d := drain(f); d.chunks > 0 {
+				lags = append(lags, max(d.first.Sub(lead.first), 0))
+			}
+		}
+		calls += h.mock.Stats().Requests - before
+	}
+	b.ReportMetric(float64(calls)/float64(round), "upstream-calls/round")
+	if len(lags) > 0 {
+		slices.Sort(lags)
+		b.ReportMetric(float64(lags[len(lags)/2].Microseconds())/1000, "first-chunk-lag-p50-ms")
+		b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds())/1000, "first-chunk-lag-p99-ms")
+	}
+}
+
+// BenchmarkFollowerMemory holds 1,000 followers on one slow stream in one
+// gateway and reports the heap and goroutines they add, per follower. The
+// test's own 1,000 HTTP clients live in the same process, so the figures
+// are upper bounds for the gateway's share.
+func BenchmarkFollowerMemory(b *testing.B) {
+	const n = 1000
+	for b.Loop() {
+		gate := make(chan struct{})
+		h := newHarness(b, func(o *harnessOptions) { o.mock.StreamChunks, o.gate = 4, gate })
+		body := liveBody("a thousand followers")
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		g0 := runtime.NumGoroutine()
+		clients := make([]*streamClient, n)
+		var wg sync.WaitGroup
+		for i := range clients {
+			wg.Add(1)
+			go func() { defer wg.Done(); clients[i] = openStreamB(b, h.gw.URL, body) }()
+		}
+		// Every follower has joined the one flight; the upstream is held,
+		// so the stream is open and empty. (Headers come with the stream.)
+		for h.srv.groupFor("acme").Stats().Joined < n-1 {
+			time.Sleep(5 * time.Millisecond) // an internal counter: nothing to wait on
+		}
+		runtime.GC()
+		var during runtime.MemStats
+		runtime.ReadMemStats(&during)
+		g1 := runtime.NumGoroutine()
+		close(gate)
+		wg.Wait()
+		for _, c := range clients {
+			drain(c)
+		}
+		b.ReportMetric(float64(during.HeapInuse-before.HeapInuse)/n, "heap-B/follower")
+		b.ReportMetric(float64(g1-g0)/n, "goroutines/follower")
+	}
+}
+
+// openStreamB is openStream for benchmarks.
+func openStreamB(b *testing.B, base, body string) *streamClient {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+acmeKey)
+	resp, err := benchClient.Do(req)
+	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	c := &streamClient{header: resp.Header, events: make(chan sseEvent, 256), cancel: cancel}
+	go readEvents(resp, c)
+	b.Cleanup(cancel)
+	return c
 }

@@ -40,18 +40,21 @@ func openStream(t *testing.T, base, key, body string) *streamClient {
 		t.Fatal(err)
 	}
 	c := &streamClient{header: resp.Header, events: make(chan sseEvent, 256), cancel: cancel}
-	go func() {
-		defer close(c.events)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				c.events <- sseEvent{data: data, at: time.Now()}
-			}
-		}
-	}()
+	go readEvents(resp, c)
 	t.Cleanup(cancel)
 	return c
+}
+
+// readEvents feeds a response's SSE data lines to c.events, then closes it.
+func readEvents(resp *http.Response, c *streamClient) {
+	defer close(c.events)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			c.events <- sseEvent{data: data, at: time.Now()}
+		}
+	}
 }
 
 // contentOf returns the delta content of a chunk, "" for other events.
