@@ -56,6 +56,7 @@ type flightParams struct {
 	publish     bool   // this flight leads across instances and publishes its stream
 	spliced     bool   // Corral added stream_options to the body
 	original    []byte // the client's body, before any splice
+	checked     bool   // the lock was taken in the same round trip that found no entry
 	body        []byte
 	header      http.Header   // the leader's request headers, cloned
 	ttl         time.Duration // positive TTL
@@ -136,7 +137,7 @@ func (s *Server) runFlight(ctx context.Context, p *flightParams, st *flightState
 	// answer between our lookup and becoming leader. A no-cache leader
 	// skipped the lookup on purpose and wants the upstream's answer, unless
 	// it waited for another instance's leader, whose answer is fresh.
-	if !p.noCache || waited {
+	if (!p.noCache || waited) && !p.checked {
 		if e, neg, _ := s.lookup(ctx, p.name, p.negName, p.minStoredAt); e != nil {
 			st.res = flightResult{entry: e, source: cacheHit}
 			if neg {
@@ -288,11 +289,36 @@ func (s *Server) lead(ctx context.Context, p *flightParams, st *flightState) (le
 	}
 	deadline := time.NewTimer(s.waitTimeout)
 	defer deadline.Stop()
+	rl, combined := s.locker.(ReadingLocker)
+	combined = combined && p.minStoredAt.IsZero() // fresher-than demands read the entries themselves
 	for {
 		if !s.redis.allow() {
 			return nil, waited, res, false // Redis is down: lead locally
 		}
-		l, ok, err := s.locker.TryAcquire(ctx, p.lockName)
+		var (
+			l      Lease
+			ok     bool
+			err    error
+			looked bool // the entries were read in the same round trip
+		)
+		if combined {
+			var vals [][]byte
+			l, ok, vals, err = rl.TryAcquireOrRead(ctx, p.lockName, p.name, p.negName)
+			if e, neg := pickStored(vals); e != nil {
+				source := cacheCoalesced
+				switch {
+				case waited:
+				case neg:
+					source = cacheNegative
+				default:
+					source = cacheHit
+				}
+				return nil, waited, flightResult{entry: e, source: source}, true
+			}
+			looked = err == nil
+		} else {
+			l, ok, err = s.locker.TryAcquire(ctx, p.lockName)
+		}
 		s.redis.record(err)
 		if ok {
 			if waited {
@@ -300,6 +326,7 @@ func (s *Server) lead(ctx context.Context, p *flightParams, st *flightState) (le
 				// without an answer (it failed, or its instance died).
 				s.metrics.LockTakeover()
 			}
+			p.checked = looked
 			return l, waited, res, false
 		}
 		if err == nil {
@@ -309,9 +336,11 @@ func (s *Server) lead(ctx context.Context, p *flightParams, st *flightState) (le
 		// wait is not missed. A Redis error here is not a reason to lead:
 		// a leader exists; keep waiting unless the breaker trips.
 		ch, unwatch := s.watch(p.name)
-		if e, _, _ := s.lookup(ctx, p.name, p.negName, p.minStoredAt); e != nil {
-			unwatch()
-			return nil, waited, flightResult{entry: e, source: cacheCoalesced}, true
+		if !looked {
+			if e, _, _ := s.lookup(ctx, p.name, p.negName, p.minStoredAt); e != nil {
+				unwatch()
+				return nil, waited, flightResult{entry: e, source: cacheCoalesced}, true
+			}
 		}
 		if s.streams != nil {
 			if live, err := s.streams.Exists(ctx, p.streamName); err == nil && live {
@@ -613,11 +642,39 @@ func usageOf(body []byte) (prompt, completion int) {
 	return v.Usage.PromptTokens, v.Usage.CompletionTokens
 }
 
+// ReadingLocker is a Locker that can look for a prompt's entries and take
+// its lock in one atomic round trip (redislock's TryAcquireOrRead).
+type ReadingLocker interface {
+	TryAcquireOrRead(ctx context.Context, name string, keys ...string) (lease Lease, ok bool, vals [][]byte, err error)
+}
+
+// pickStored decodes the response and negative entries read with the
+// lock; the response wins.
+func pickStored(vals [][]byte) (e *cache.Entry, negative bool) {
+	for i, v := range vals {
+		if v == nil {
+			continue
+		}
+		if d, err := cache.Unmarshal(v); err == nil {
+			return d, i == 1
+		}
+	}
+	return nil, false
+}
+
 // RedisLocker adapts redislock's Locker, whose leases are concrete, to the
 // Locker the server consumes.
 func RedisLocker(l *redislock.Locker) Locker { return redisLocker{l} }
 
 type redisLocker struct{ l *redislock.Locker }
+
+func (a redisLocker) TryAcquireOrRead(ctx context.Context, name string, keys ...string) (Lease, bool, [][]byte, error) {
+	lease, ok, vals, err := a.l.TryAcquireOrRead(ctx, name, keys...)
+	if !ok || err != nil {
+		return nil, ok, vals, err
+	}
+	return lease, true, vals, nil
+}
 
 func (a redisLocker) Held(ctx context.Context, name string) (bool, error) { return a.l.Held(ctx, name) }
 
