@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -55,6 +56,13 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	}
 	stopHUP := reloadOnSIGHUP(ctx, gw)
 	defer stopHUP()
+	if cfg.PprofAddr != "" {
+		_, stopPprof, err := servePprof(cfg.PprofAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 	return serve(ctx, ln, gw, cfg.ShutdownTimeout, log)
 }
 
@@ -124,4 +132,30 @@ func reloadOnSIGHUP(ctx context.Context, gw *gateway) (stop func()) {
 		cancel()
 		<-done
 	}
+}
+
+// servePprof serves the runtime profiles on their own listener, apart from
+// the API, so they are never reachable through the gateway's port.
+func servePprof(addr string, log *slog.Logger) (bound string, stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("CORRAL_PPROF_ADDR: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	log.Info("pprof listening", slog.String("addr", ln.Addr().String()))
+	return ln.Addr().String(), func() {
+		_ = srv.Close()
+		<-done
+	}, nil
 }

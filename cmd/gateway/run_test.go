@@ -167,3 +167,23 @@ func TestServeDrainsInFlightOnShutdown(t *testing.T) {
 		t.Errorf("serve = %v; want nil", err)
 	}
 }
+
+func TestPprofOnItsOwnAddress(t *testing.T) {
+	addr, stop, err := servePprof("127.0.0.1:0", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "goroutine profile") {
+		t.Errorf("pprof = %d %.80s", resp.StatusCode, body)
+	}
+	stop()
+	if _, _, err := servePprof("not-an-address", slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "CORRAL_PPROF_ADDR") {
+		t.Errorf("bad address error = %v; want one naming CORRAL_PPROF_ADDR", err)
+	}
+}

@@ -63,6 +63,9 @@ type Config struct {
 	// AdminToken enables the admin endpoints with this bearer token.
 	// CORRAL_ADMIN_TOKEN, default empty (admin disabled).
 	AdminToken string `env:"CORRAL_ADMIN_TOKEN"`
+	// PprofAddr serves Go's net/http/pprof profiles on this separate
+	// address (keep it on loopback). CORRAL_PPROF_ADDR, default empty (off).
+	PprofAddr string `env:"CORRAL_PPROF_ADDR"`
 	// LogLevel is debug, info, warn or error. CORRAL_LOG_LEVEL, default info.
 	LogLevel string `env:"CORRAL_LOG_LEVEL" envDefault:"info"`
 	// ShutdownTimeout is how long in-flight requests and streams may run
