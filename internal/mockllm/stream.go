@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/corralhq/corral/internal/jsonstr"
 )
 
 // streamSpec is one streamed answer. Chunks are built by appending to a
@@ -43,13 +45,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec *streamSpec
 	}
 	prefix := make([]byte, 0, 160+len(spec.model))
 	prefix = append(prefix, `data: {"id":`...)
-	prefix = appendString(prefix, spec.id)
+	prefix = jsonstr.Append(prefix, spec.id)
 	prefix = append(prefix, `,"object":"`...)
 	prefix = append(prefix, object...)
 	prefix = append(prefix, `","created":`...)
 	prefix = strconv.AppendInt(prefix, created, 10)
 	prefix = append(prefix, `,"model":`...)
-	prefix = appendString(prefix, spec.model)
+	prefix = jsonstr.Append(prefix, spec.model)
 	prefix = append(prefix, `,"system_fingerprint":"`+fingerprint+`","choices":[`...)
 	suffix := "]}\n\n"
 	if spec.includeUsage {
@@ -92,11 +94,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec *streamSpec
 				ew.buf = append(ew.buf, `{"index":`...)
 				ew.buf = strconv.AppendInt(ew.buf, int64(i), 10)
 				ew.buf = append(ew.buf, `,"delta":{"content":`...)
-				ew.buf = appendString(ew.buf, pieces[i][k])
+				ew.buf = jsonstr.Append(ew.buf, pieces[i][k])
 				ew.buf = append(ew.buf, `},"logprobs":null,"finish_reason":null}`...)
 			} else {
 				ew.buf = append(ew.buf, `{"text":`...)
-				ew.buf = appendString(ew.buf, pieces[i][k])
+				ew.buf = jsonstr.Append(ew.buf, pieces[i][k])
 				ew.buf = append(ew.buf, `,"index":`...)
 				ew.buf = strconv.AppendInt(ew.buf, int64(i), 10)
 				ew.buf = append(ew.buf, `,"logprobs":null,"finish_reason":null}`...)
@@ -229,57 +231,4 @@ func (u usage) appendJSON(dst []byte) []byte {
 	dst = append(dst, `,"total_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(u.TotalTokens), 10)
 	return append(dst, '}')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
-// encoding/json does; HTML characters are left alone (valid JSON either way).
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		b := s[i]
-		if b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		// U+2028 and U+2029 are valid JSON but break JavaScript parsers.
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }

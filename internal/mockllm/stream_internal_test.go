@@ -1,32 +1,10 @@
 package mockllm
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
 )
-
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "plain", "quote \" back \\", "ctl \x00\x01\x1f\n\r\t", "<html> & \u2028\u2029", "héllo ✓ 🙂", "bad \xff utf8"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		enc := appendString(nil, s)
-		want, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got, ref string
-		if err := json.Unmarshal(enc, &got); err != nil {
-			t.Fatalf("appendString(%q) = %s, not JSON: %v", s, enc, err)
-		}
-		_ = json.Unmarshal(want, &ref)
-		if got != ref {
-			t.Errorf("appendString(%q) decodes to %q, encoding/json to %q", s, got, ref)
-		}
-	})
-}
 
 func FuzzSplit(f *testing.F) {
 	f.Add("mock reply to: hello", 5)

@@ -185,11 +185,11 @@ func BenchmarkLiveStreamFollowers(b *testing.B) {
 		round++
 		before := h.mock.Stats().Requests
 		body := liveBody(fmt.Sprintf("live followers %d", round))
-		leader := openStreamB(b, h.gws[0].URL, body)
+		leader := openStream(b, h.gws[0].URL, acmeKey, body)
 		_, _ = h.mock.Wait(context.Background(), func(s mockllm.Stats) bool { return s.InFlight == 1 })
 		followers := make([]*streamClient, 49)
 		for i := range followers {
-			followers[i] = openStreamB(b, h.bases()[(i+1)%3], body)
+			followers[i] = openStream(b, h.bases()[(i+1)%3], acmeKey, body)
 		}
 		lead := drain(leader)
 		for _, f := range followers {
@@ -225,7 +225,7 @@ func BenchmarkFollowerMemory(b *testing.B) {
 		var wg sync.WaitGroup
 		for i := range clients {
 			wg.Add(1)
-			go func() { defer wg.Done(); clients[i] = openStreamB(b, h.gw.URL, body) }()
+			go func() { defer wg.Done(); clients[i] = openStream(b, h.gw.URL, acmeKey, body) }()
 		}
 		// Every follower has joined the one flight; the upstream is held,
 		// so the stream is open and empty. (Headers come with the stream.)
@@ -244,21 +244,4 @@ func BenchmarkFollowerMemory(b *testing.B) {
 		b.ReportMetric(float64(during.HeapInuse-before.HeapInuse)/n, "heap-B/follower")
 		b.ReportMetric(float64(g1-g0)/n, "goroutines/follower")
 	}
-}
-
-// openStreamB is openStream for benchmarks.
-func openStreamB(b *testing.B, base, body string) *streamClient {
-	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+acmeKey)
-	resp, err := benchClient.Do(req)
-	if err != nil {
-		cancel()
-		b.Fatal(err)
-	}
-	c := &streamClient{header: resp.Header, events: make(chan sseEvent, 256), cancel: cancel}
-	go readEvents(resp, c)
-	b.Cleanup(cancel)
-	return c
 }

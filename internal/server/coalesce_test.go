@@ -122,13 +122,19 @@ func TestStampedeOneUpstreamCall(t *testing.T) {
 	}
 }
 
-func TestHitHeaders(t *testing.T) {
+// fakeClockStore is a memory store on a test clock, and the clock.
+func fakeClockStore(t *testing.T) (clock func() time.Time, advance func(time.Duration), store *cache.Memory) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	store := cache.NewMemory(cache.MemoryOptions{Now: clock})
+	clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance = func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	store = cache.NewMemory(cache.MemoryOptions{Now: clock})
 	t.Cleanup(func() { _ = store.Close() })
+	return clock, advance, store
+}
+
+func TestHitHeaders(t *testing.T) {
+	clock, advance, store := fakeClockStore(t)
 	h := newHarness(t, func(o *harnessOptions) {
 		o.server = func(so *Options) { so.Cache, so.Now = store, clock }
 	})
@@ -163,12 +169,7 @@ func TestHitHeaders(t *testing.T) {
 }
 
 func TestRequestControls(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	store := cache.NewMemory(cache.MemoryOptions{Now: clock})
-	t.Cleanup(func() { _ = store.Close() })
+	clock, advance, store := fakeClockStore(t)
 	h := newHarness(t, func(o *harnessOptions) {
 		o.server = func(so *Options) { so.Cache, so.Now = store, clock }
 		o.tenants = []tenant.Spec{{ID: "nocache", KeySHA256: []string{tenant.HashKey("sk-nocache")}, MaxLeaders: 8, CacheTTL: time.Hour, Cache: false}}

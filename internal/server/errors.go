@@ -31,20 +31,19 @@ func (e *apiError) body() []byte {
 	if e.Param != "" {
 		param = e.Param
 	}
-	b, _ := json.Marshal(struct {
-		Error struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-			Param   any    `json:"param"`
-			Code    string `json:"code"`
-		} `json:"error"`
-	}{Error: struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-		Param   any    `json:"param"`
-		Code    string `json:"code"`
-	}{e.Message, e.Type, param, e.Code}})
+	b, _ := json.Marshal(errorEnvelope{Error: errorDetail{e.Message, e.Type, param, e.Code}})
 	return b
+}
+
+type errorEnvelope struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   any    `json:"param"`
+	Code    string `json:"code"`
 }
 
 // Error types, as OpenAI names them.

@@ -29,19 +29,19 @@ type streamClient struct {
 	cancel context.CancelFunc
 }
 
-func openStream(t *testing.T, base, key, body string) *streamClient {
-	t.Helper()
+func openStream(tb testing.TB, base, key, body string) *streamClient {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := benchClient.Do(req)
 	if err != nil {
 		cancel()
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	c := &streamClient{header: resp.Header, events: make(chan sseEvent, 256), cancel: cancel}
 	go readEvents(resp, c)
-	t.Cleanup(cancel)
+	tb.Cleanup(cancel)
 	return c
 }
 

@@ -9,7 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/corralhq/corral/internal/jsonstr"
 )
 
 // Endpoints whose answers can be streamed, as paths below /v1.
@@ -414,7 +415,7 @@ func (a *Assembler) Body() ([]byte, error) {
 	b := make([]byte, 0, size+size/8) // slack for escapes
 
 	b = append(b, `{"id":`...)
-	b = appendJSONString(b, a.id)
+	b = jsonstr.Append(b, a.id)
 	if a.chat {
 		b = append(b, `,"object":"chat.completion","created":`...)
 	} else {
@@ -422,7 +423,7 @@ func (a *Assembler) Body() ([]byte, error) {
 	}
 	b = appendRawOr(b, a.created, "0")
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, a.model)
+	b = jsonstr.Append(b, a.model)
 	b = append(b, `,"choices":[`...)
 	for i, st := range a.choices {
 		if i > 0 {
@@ -458,22 +459,22 @@ func (st *choiceState) appendChat(b []byte) []byte {
 	if role == "" {
 		role = "assistant"
 	}
-	b = appendJSONString(b, role)
+	b = jsonstr.Append(b, role)
 	b = append(b, `,"content":`...)
 	// OpenAI's content is null, not "", when the answer is only tool calls
 	// or a refusal.
 	if st.content.Len() == 0 && (len(st.tools) > 0 || st.fn != nil || st.refusal.Len() > 0) {
 		b = append(b, "null"...)
 	} else {
-		b = appendJSONString(b, st.content.String())
+		b = jsonstr.Append(b, st.content.String())
 	}
 	if st.reasoning.Len() > 0 {
 		b = append(b, `,"reasoning_content":`...)
-		b = appendJSONString(b, st.reasoning.String())
+		b = jsonstr.Append(b, st.reasoning.String())
 	}
 	b = append(b, `,"refusal":`...)
 	if st.refusal.Len() > 0 {
-		b = appendJSONString(b, st.refusal.String())
+		b = jsonstr.Append(b, st.refusal.String())
 	} else {
 		b = append(b, "null"...)
 	}
@@ -494,9 +495,9 @@ func (st *choiceState) appendChat(b []byte) []byte {
 				typ = "function"
 			}
 			b = append(b, `{"id":`...)
-			b = appendJSONString(b, t.id)
+			b = jsonstr.Append(b, t.id)
 			b = append(b, `,"type":`...)
-			b = appendJSONString(b, typ)
+			b = jsonstr.Append(b, typ)
 			b = append(b, `,"function":`...)
 			b = appendFunction(b, t)
 			b = append(b, '}')
@@ -518,13 +519,13 @@ func (st *choiceState) appendChat(b []byte) []byte {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"finish_reason":`...)
-	b = appendJSONString(b, st.finish)
+	b = jsonstr.Append(b, st.finish)
 	return append(b, '}')
 }
 
 func (st *choiceState) appendText(b []byte) []byte {
 	b = append(b, `{"text":`...)
-	b = appendJSONString(b, st.content.String())
+	b = jsonstr.Append(b, st.content.String())
 	b = append(b, `,"index":`...)
 	b = strconv.AppendInt(b, int64(st.index), 10)
 	b = append(b, `,"logprobs":`...)
@@ -542,15 +543,15 @@ func (st *choiceState) appendText(b []byte) []byte {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"finish_reason":`...)
-	b = appendJSONString(b, st.finish)
+	b = jsonstr.Append(b, st.finish)
 	return append(b, '}')
 }
 
 func appendFunction(b []byte, t *toolState) []byte {
 	b = append(b, `{"name":`...)
-	b = appendJSONString(b, t.name.String())
+	b = jsonstr.Append(b, t.name.String())
 	b = append(b, `,"arguments":`...)
-	b = appendJSONString(b, t.args.String())
+	b = jsonstr.Append(b, t.args.String())
 	return append(b, '}')
 }
 
@@ -604,52 +605,4 @@ func errorMessage(raw json.RawMessage) string {
 		return "no message"
 	}
 	return e.Message
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string. Unlike encoding/json it
-// leaves <, > and & alone (these bodies are never embedded in HTML); it
-// escapes every control character, so the result never contains a raw
-// newline and can sit on one SSE data line. Invalid UTF-8 becomes U+FFFD,
-// as encoding/json does.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/corralhq/corral/internal/jsonstr"
 )
 
 // maxReplayPiece bounds the text of one replayed delta, in bytes. A
@@ -134,7 +136,7 @@ func Replay(endpoint string, body []byte, includeUsage bool) ([][]byte, error) {
 // `"choices":[`.
 func (sb *storedBody) appendPrefix(b []byte, chat bool) []byte {
 	b = append(b, `data: {"id":`...)
-	b = appendJSONString(b, sb.ID)
+	b = jsonstr.Append(b, sb.ID)
 	if chat {
 		b = append(b, `,"object":"chat.completion.chunk","created":`...)
 	} else {
@@ -142,7 +144,7 @@ func (sb *storedBody) appendPrefix(b []byte, chat bool) []byte {
 	}
 	b = appendRawOr(b, sb.Created, "0")
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, sb.Model)
+	b = jsonstr.Append(b, sb.Model)
 	if !isNull(sb.ServiceTier) {
 		b = append(b, `,"service_tier":`...)
 		b = append(b, sb.ServiceTier...)
@@ -188,7 +190,7 @@ func (r *replayer) stringDeltas(index int, key, s string, logprobs *json.RawMess
 		piece, s = cutPiece(s)
 		r.beginDelta(index)
 		r.buf = append(r.buf, key...)
-		r.buf = appendJSONString(r.buf, piece)
+		r.buf = jsonstr.Append(r.buf, piece)
 		r.endDelta(*logprobs, nil)
 		*logprobs = nil // only on the first piece
 	}
@@ -202,7 +204,7 @@ func (r *replayer) chatChoice(c *storedChoice) {
 	}
 	r.beginDelta(c.Index)
 	r.buf = append(r.buf, `"role":`...)
-	r.buf = appendJSONString(r.buf, role)
+	r.buf = jsonstr.Append(r.buf, role)
 	if m.Content == nil {
 		r.buf = append(r.buf, `,"content":null,"refusal":null`...)
 	} else {
@@ -242,16 +244,16 @@ func (r *replayer) chatChoice(c *storedChoice) {
 			r.buf = strconv.AppendInt(r.buf, int64(k), 10)
 			if first {
 				r.buf = append(r.buf, `,"id":`...)
-				r.buf = appendJSONString(r.buf, tc.ID)
+				r.buf = jsonstr.Append(r.buf, tc.ID)
 				r.buf = append(r.buf, `,"type":`...)
-				r.buf = appendJSONString(r.buf, typ)
+				r.buf = jsonstr.Append(r.buf, typ)
 				r.buf = append(r.buf, `,"function":{"name":`...)
-				r.buf = appendJSONString(r.buf, tc.Function.Name)
+				r.buf = jsonstr.Append(r.buf, tc.Function.Name)
 				r.buf = append(r.buf, `,"arguments":`...)
 			} else {
 				r.buf = append(r.buf, `,"function":{"arguments":`...)
 			}
-			r.buf = appendJSONString(r.buf, piece)
+			r.buf = jsonstr.Append(r.buf, piece)
 			r.buf = append(r.buf, "}}]"...)
 			r.endDelta(nil, nil)
 			first = false
@@ -267,11 +269,11 @@ func (r *replayer) chatChoice(c *storedChoice) {
 			r.buf = append(r.buf, `"function_call":{`...)
 			if first {
 				r.buf = append(r.buf, `"name":`...)
-				r.buf = appendJSONString(r.buf, fc.Name)
+				r.buf = jsonstr.Append(r.buf, fc.Name)
 				r.buf = append(r.buf, ',')
 			}
 			r.buf = append(r.buf, `"arguments":`...)
-			r.buf = appendJSONString(r.buf, piece)
+			r.buf = jsonstr.Append(r.buf, piece)
 			r.buf = append(r.buf, '}')
 			r.endDelta(nil, nil)
 			first = false
@@ -289,7 +291,7 @@ func (r *replayer) textChoice(c *storedChoice) {
 		piece, text = cutPiece(text)
 		r.buf = append(r.buf, r.prefix...)
 		r.buf = append(r.buf, `{"text":`...)
-		r.buf = appendJSONString(r.buf, piece)
+		r.buf = jsonstr.Append(r.buf, piece)
 		r.buf = append(r.buf, `,"index":`...)
 		r.buf = strconv.AppendInt(r.buf, int64(c.Index), 10)
 		r.buf = append(r.buf, `,"logprobs":`...)
