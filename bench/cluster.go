@@ -111,7 +111,8 @@ func (c *cluster) startFloor(ctx context.Context, name string) (*proc, error) {
 // startGateway starts a Corral gateway in front of the mock, in Redis
 // mode when withRedis is set.
 func (c *cluster) startGateway(ctx context.Context, name string, withRedis bool) (*proc, error) {
-	return c.startServer(ctx, name, proxyCPU, "/readyz", func(addr string) ([]string, []string) {
+	var pprofAddr string
+	p, err := c.startServer(ctx, name, proxyCPU, "/readyz", func(addr string) ([]string, []string) {
 		env := childEnv(
 			"CORRAL_ADDR="+addr,
 			"CORRAL_UPSTREAM_URL=http://"+c.mock.addr+"/v1",
@@ -122,8 +123,19 @@ func (c *cluster) startGateway(ctx context.Context, name string, withRedis bool)
 		if withRedis {
 			env = append(env, "CORRAL_REDIS_URL="+c.redisURL)
 		}
+		if c.o.PprofDir != "" {
+			// A taken port makes the gateway exit and startServer retry.
+			if pa, err := freeAddr(); err == nil {
+				pprofAddr = pa
+				env = append(env, "CORRAL_PPROF_ADDR="+pa)
+			}
+		}
 		return env, []string{c.gatewayBin}
 	})
+	if p != nil {
+		p.pprofAddr = pprofAddr
+	}
+	return p, err
 }
 
 // startRedis starts a private redis-server with no persistence, pinned

@@ -91,7 +91,9 @@ func (h *harness) compare(ctx context.Context, cs caseSpec, targets []target, ru
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
+			profiled := h.startProfiles(ctx, cs, targets[i], rep+1)
 			r, err := run(ctx, targets[i])
+			profiled(r.Throughput)
 			if err != nil {
 				return nil, err
 			}

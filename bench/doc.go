@@ -21,6 +21,11 @@
 // needs each answer's X-Corral-Cache header, the first byte of SSE
 // streams and the answer time of every request of a burst.
 //
+// With Options.PprofDir (corralbench -pprof) every gateway also serves
+// net/http/pprof on its own loopback port, and each load run of a
+// comparison against a gateway saves a CPU and an allocation profile of
+// its measured window (see pprof.go).
+//
 // The command is bench/cmd/corralbench (`make bench`); the numbers and
 // what they mean are in docs/benchmarks.md.
 package bench

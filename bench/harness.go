@@ -68,6 +68,12 @@ type Options struct {
 	// internal/server benchmarks; "-" skips it. Default 2000x.
 	AllocBenchtime string
 
+	// PprofDir, when set, turns on profiling (see pprof.go): gateways
+	// serve net/http/pprof on their own loopback port, and every load run
+	// of a comparison against a gateway saves a CPU and an allocation
+	// profile of its measured window here.
+	PprofDir string
+
 	// Pin pins processes with taskset when it exists (see pin.go).
 	Pin bool
 	// Quick marks the run as a smoke run in the report.
@@ -167,6 +173,8 @@ type Report struct {
 	Followers   []FollowerGroup  `json:"stream_followers,omitempty"`
 	Footprint   []FootprintPoint `json:"footprint,omitempty"`
 	Allocations []AllocResult    `json:"allocations,omitempty"`
+	// Profiles are the files saved with -pprof.
+	Profiles []ProfileFile `json:"profiles,omitempty"`
 
 	// Checks are the issue's targets, each PASS, MISS or INFO.
 	Checks []Check `json:"checks"`
@@ -208,6 +216,7 @@ type Settings struct {
 	OpenStreams    []int    `json:"open_streams"`
 	AllocBenchtime string   `json:"alloc_benchtime"`
 	SourceDir      string   `json:"source_dir"`
+	PprofDir       string   `json:"pprof_dir,omitempty"`
 }
 
 // Run builds the gateway and the mock, starts the processes each
@@ -230,7 +239,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Duration: o.Duration.String(), Warmup: o.Warmup.String(), Rate: o.Rate,
 		StampedeSizes: o.StampedeSizes, StampedeBursts: o.StampedeBursts,
 		FollowerBursts: o.FollowerBursts, OpenStreams: o.OpenStreams,
-		AllocBenchtime: o.AllocBenchtime, SourceDir: o.SourceDir,
+		AllocBenchtime: o.AllocBenchtime, SourceDir: o.SourceDir, PprofDir: o.PprofDir,
 	}}
 	defer func() { rep.Seconds = time.Since(start).Seconds() }()
 
@@ -251,6 +260,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	o.logf("building cmd/gateway and cmd/mockllm from %s", o.SourceDir)
 	if err := c.build(ctx); err != nil {
 		return rep, err
+	}
+	if o.PprofDir != "" {
+		if err := c.preparePprofDir(); err != nil {
+			return rep, fmt.Errorf("pprof directory: %w", err)
+		}
 	}
 	if err := c.startMock(ctx); err != nil {
 		return rep, fmt.Errorf("mockllm: %w", err)

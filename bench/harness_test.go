@@ -66,3 +66,16 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 }
+
+func TestSlug(t *testing.T) {
+	for in, want := range map[string]string{
+		"mock 0 ms, 32 conns":                         "mock-0-ms-32-conns",
+		"stream:true, 20 chunks 10 ms apart, 4 conns": "stream-true-20-chunks-10-ms-apart-4-conns",
+		"corral-memory-hit":                           "corral-memory-hit",
+		"  Redis ×3 ":                                 "redis-3",
+	} {
+		if got := slug(in); got != want {
+			t.Errorf("slug(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

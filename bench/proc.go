@@ -21,9 +21,11 @@ import (
 type proc struct {
 	name string
 	addr string // host:port it serves on
-	cpu  int    // CPU it is pinned to, -1 when not pinned
-	cmd  *exec.Cmd
-	out  *tailBuffer // last bytes of stdout and stderr, for error messages
+	// pprofAddr is a gateway's CORRAL_PPROF_ADDR (-pprof), else "".
+	pprofAddr string
+	cpu       int // CPU it is pinned to, -1 when not pinned
+	cmd       *exec.Cmd
+	out       *tailBuffer // last bytes of stdout and stderr, for error messages
 
 	done chan struct{} // closed when the process has exited
 	err  error         // Wait's result; valid once done is closed

@@ -102,7 +102,9 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, st *flight
 // when include_usage is set: no choices, a usage object. Only events that
 // mention usage are decoded, whatever their JSON spacing.
 func isUsageEvent(ev []byte) bool {
-	if !bytes.Contains(ev, []byte(`"usage"`)) {
+	// Every chunk of a stream that asked for usage carries "usage":null;
+	// only one with a usage object can be the usage chunk.
+	if !bytes.Contains(ev, []byte(`"usage":{`)) && !bytes.Contains(ev, []byte(`"usage": {`)) {
 		return false
 	}
 	var chunk struct {

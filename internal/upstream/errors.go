@@ -103,9 +103,3 @@ func (b *cancelBody) Close() error {
 	b.cancel()
 	return err
 }
-
-type ioReadCloser = io.ReadCloser
-
-type readCloser struct{ io.Reader }
-
-func (readCloser) Close() error { return nil }

@@ -56,6 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	allocs := fs.String("alloc-benchtime", "", "-benchtime of the -benchmem run of internal/server; - skips it (default 2000x, -quick 200x)")
 	pin := fs.Bool("pin", true, "pin processes with taskset when it exists: proxy under test on CPU 0, load, mock and Redis on CPU 1")
 	src := fs.String("src", "", "module root to build cmd/gateway and cmd/mockllm from (default: the one above the working directory)")
+	pprofOn := fs.Bool("pprof", false, "serve net/http/pprof from every gateway (CORRAL_PPROF_ADDR) and save a CPU and an allocs profile of each measured load run against a gateway into -pprof-dir")
+	pprofDir := fs.String("pprof-dir", "bench/results/pprof", "where -pprof saves profiles (with the gateway binary, for go tool pprof)")
 	timeout := fs.Duration("timeout", 15*time.Minute, "stop everything after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -69,6 +71,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		o = bench.Quick()
 	}
 	o.Pin, o.SourceDir, o.Label = *pin, *src, *label
+	if *pprofOn {
+		o.PprofDir = *pprofDir
+	}
 	if *scenarios != "" {
 		o.Scenarios = strings.Split(*scenarios, ",")
 	}
