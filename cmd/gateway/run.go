@@ -59,11 +59,20 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	if cfg.PprofAddr != "" {
 		_, stopPprof, err := servePprof(cfg.PprofAddr, log)
 		if err != nil {
+			ln.Close()
 			return err
 		}
 		defer stopPprof()
 	}
-	return serve(ctx, ln, gw, cfg.ShutdownTimeout, log)
+	err = serve(ctx, ln, gw, cfg.ShutdownTimeout, log)
+	// Flights may outlive their requests; let them store and unlock before
+	// the deferred Close shuts the Redis client under them.
+	wctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if werr := gw.srv.WaitFlights(wctx); werr != nil {
+		log.Warn("shutdown: flights still running after the grace period")
+	}
+	return err
 }
 
 // serve runs the HTTP server on ln until ctx ends, then stops accepting

@@ -61,7 +61,7 @@ var errAdminAuth = &apiError{Status: http.StatusUnauthorized, Type: typeInvalidR
 	Message: "Admin endpoints need 'Authorization: Bearer <CORRAL_ADMIN_TOKEN>'."}
 
 func errUnknownTenant(id string) *apiError {
-	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
+	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found", Param: "tenant",
 		Message: "No tenant with id " + jsonQuote(id) + "."}
 }
 

@@ -113,7 +113,11 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 			p.body, p.original = withStreamUsage(body), body
 			p.spliced = len(p.body) != len(body)
 		}
-		return st, func(ctx context.Context) error { return s.runFlight(ctx, p, st) }
+		s.flights.Add(1) // under the group's lock, before the work starts
+		return st, func(ctx context.Context) error {
+			defer s.flights.Done()
+			return s.runFlight(ctx, p, st)
+		}
 	})
 	defer f.Leave()
 	joined := time.Now()

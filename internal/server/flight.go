@@ -12,6 +12,7 @@ import (
 
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce"
+	"github.com/corralhq/corral/internal/coalesce/livestream"
 	"github.com/corralhq/corral/internal/coalesce/redislock"
 	"github.com/corralhq/corral/internal/negcache"
 	"github.com/corralhq/corral/internal/ratelimit"
@@ -26,8 +27,8 @@ type Locker interface {
 	// TryAcquire takes name if nobody holds it. ok=false means another
 	// holds it; err is a Redis failure.
 	TryAcquire(ctx context.Context, name string) (lease Lease, ok bool, err error)
-	// Held reports whether anybody holds name.
-	Held(ctx context.Context, name string) (bool, error)
+	// Holder returns the token of whoever holds name, "" when nobody does.
+	Holder(ctx context.Context, name string) (string, error)
 }
 
 // Lease is a held lock; the implementation renews it until Release.
@@ -117,7 +118,9 @@ func (s *Server) runFlight(ctx context.Context, p *flightParams, st *flightState
 	var err error
 	lease, waited, res, done := s.lead(ctx, p, st)
 	if done {
-		st.res = res
+		if !st.mirrored { // a mirror set st.res before closing its record
+			st.res = res
+		}
 		return ctx.Err()
 	}
 	p.publish = lease != nil && s.streams != nil
@@ -210,14 +213,16 @@ func (s *Server) callUpstream(ctx context.Context, p *flightParams, st *flightSt
 	if err == nil && p.spliced && resp.StatusCode == http.StatusBadRequest {
 		// Some OpenAI-compatible servers reject stream_options. If ours
 		// did, send the client's own body instead, and stop adding it.
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxUpstreamBody))
 		resp.Body.Close()
 		if bytes.Contains(body, []byte("stream_options")) {
 			s.noSplice.Store(true)
 			s.log.Warn("the upstream rejects stream_options; streaming answers will be stored without usage")
 			p.body, p.spliced = p.original, false
+			resp, err = s.up.Do(ctx, upstream.Request{Method: http.MethodPost, Path: p.endpoint, Header: p.header, Body: p.body})
+		} else {
+			resp.Body = io.NopCloser(bytes.NewReader(body)) // another 400: answer it as it came
 		}
-		resp, err = s.up.Do(ctx, upstream.Request{Method: http.MethodPost, Path: p.endpoint, Header: p.header, Body: p.body})
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -304,8 +309,9 @@ func (s *Server) lead(ctx context.Context, p *flightParams, st *flightState) (le
 		)
 		if combined {
 			var vals [][]byte
-			l, ok, vals, err = rl.TryAcquireOrRead(ctx, p.lockName, p.name, p.negName)
-			if e, neg := pickStored(vals); e != nil {
+			l, ok, vals, err = rl.TryAcquireOrRead(ctx, p.lockName, []string{p.name, p.negName}, s.streamLeftovers(p)...)
+			e, neg, undecodable := pickStored(vals)
+			if e != nil {
 				source := cacheCoalesced
 				switch {
 				case waited:
@@ -317,8 +323,12 @@ func (s *Server) lead(ctx context.Context, p *flightParams, st *flightState) (le
 				return nil, waited, flightResult{entry: e, source: source}, true
 			}
 			looked = err == nil
+			if undecodable && err == nil {
+				// An unreadable value is a miss; take the lock the plain way.
+				l, ok, err = s.acquirePlain(ctx, p)
+			}
 		} else {
-			l, ok, err = s.locker.TryAcquire(ctx, p.lockName)
+			l, ok, err = s.acquirePlain(ctx, p)
 		}
 		s.redis.record(err)
 		if ok {
@@ -344,7 +354,10 @@ func (s *Server) lead(ctx context.Context, p *flightParams, st *flightState) (le
 			}
 		}
 		if s.streams != nil {
-			if live, err := s.streams.Exists(ctx, p.streamName); err == nil && live {
+			// Follow a stream that is live or ended cleanly; an attempt
+			// that already failed is not joined: its lock is about to go,
+			// and then this flight leads a new one.
+			if state, err := s.streams.Peek(ctx, p.streamName); err == nil && (state == livestream.Live || state == livestream.Done) {
 				unwatch()
 				return nil, waited, s.mirror(ctx, p, st), true
 			}
@@ -373,20 +386,27 @@ func (s *Server) lead(ctx context.Context, p *flightParams, st *flightState) (le
 // mirror follows another instance's live stream into this flight's
 // record: one blocking reader per instance, fanned out to its local
 // followers. A leader that dies mid-stream stops renewing its lock; when
-// the lock is gone and no end marker came, the followers' streams end
-// with an error instead of hanging.
+// the lock lapses (or passes to a successor) and no end marker came, the
+// followers' streams end with an error instead of hanging. The result is
+// set in st.res before the record closes, so followers that saw the end
+// may read it.
 func (s *Server) mirror(ctx context.Context, p *flightParams, st *flightState) flightResult {
 	st.header = http.Header{"Content-Type": {"text/event-stream"}}
 	st.mirrored = true
 	close(st.streaming)
+	holder, _ := s.locker.Holder(ctx, p.lockName)
+	finish := func(res flightResult, cause error) flightResult {
+		st.res = res
+		st.rec.Close(cause)
+		return res
+	}
 	block := max(s.lockTTL/4, 20*time.Millisecond)
 	after := "0"
 	var events [][]byte
 	for {
 		b, err := s.streams.Read(ctx, p.streamName, after, block)
 		if ctx.Err() != nil {
-			st.rec.Close(ctx.Err())
-			return flightResult{}
+			return finish(flightResult{}, ctx.Err())
 		}
 		s.redis.record(err)
 		for _, ev := range b.Events {
@@ -396,37 +416,54 @@ func (s *Server) mirror(ctx context.Context, p *flightParams, st *flightState) f
 		after = b.Next
 		switch {
 		case b.Ended && b.Err != nil:
-			st.rec.Close(b.Err)
-			return flightResult{fail: streamFailure(b.Err)}
+			return finish(flightResult{fail: streamFailure(b.Err)}, b.Err)
 		case b.Ended:
-			// The leader stored its entry before it wrote the end marker.
-			res := flightResult{source: cacheCoalesced}
+			return finish(s.mirroredAnswer(ctx, p, events), nil)
+		case err != nil && !s.redis.allow(), len(b.Events) == 0 && !s.leaderAlive(ctx, p, holder):
+			// The leader may have finished and stored its answer but
+			// failed to write the end marker: look before failing.
 			if e, _, _ := s.lookup(ctx, p.name, p.negName, time.Time{}); e != nil {
-				res.entry = e
-			} else if e := assembleEvents(p.endpoint, events); e != nil {
-				res.entry = e // not stored (Redis trouble): still whole
-			} else {
-				res.fail = streamFailure(errStreamIncomplete)
+				return finish(flightResult{entry: e, source: cacheCoalesced}, nil)
 			}
-			st.rec.Close(nil)
-			return res
-		case err != nil && !s.redis.allow(), len(b.Events) == 0 && !s.leaderAlive(ctx, p):
-			st.rec.Close(errLeaderGone)
-			return flightResult{fail: streamFailure(errLeaderGone)}
+			return finish(flightResult{fail: streamFailure(errLeaderGone)}, errLeaderGone)
+		case err != nil:
+			// A Redis hiccup: pause as long as a poll before reading again.
+			t := time.NewTimer(s.pollInterval)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
 		}
 	}
+}
+
+// mirroredAnswer is the flight's answer when the leader's stream ended
+// cleanly: the entry it stored before its end marker, or the completion
+// rebuilt from the events when storing failed.
+func (s *Server) mirroredAnswer(ctx context.Context, p *flightParams, events [][]byte) flightResult {
+	res := flightResult{source: cacheCoalesced}
+	if e, _, _ := s.lookup(ctx, p.name, p.negName, time.Time{}); e != nil {
+		res.entry = e
+	} else if e := assembleEvents(p.endpoint, events); e != nil {
+		res.entry = e
+	} else {
+		res.fail = streamFailure(errStreamIncomplete)
+	}
+	return res
 }
 
 // errLeaderGone ends followers' streams whose leader stopped renewing its
 // lock before finishing.
 var errLeaderGone = errors.New("the instance streaming this answer stopped before finishing")
 
-// leaderAlive reports whether the leader still holds (and so renews) its
-// lock. An unanswered question counts as alive: the stream's own expiry
-// bounds the wait.
-func (s *Server) leaderAlive(ctx context.Context, p *flightParams) bool {
-	held, err := s.locker.Held(ctx, p.lockName)
-	return err != nil || held
+// leaderAlive reports whether the leader being mirrored still holds (and
+// so renews) its lock: the same token as when mirroring began. A successor
+// holding it is not our leader. An unanswered question counts as alive:
+// the stream's own expiry bounds the wait.
+func (s *Server) leaderAlive(ctx context.Context, p *flightParams, holder string) bool {
+	now, err := s.locker.Holder(ctx, p.lockName)
+	return err != nil || (now != "" && now == holder)
 }
 
 // assembleEvents rebuilds a completion from relayed SSE events, or nil.
@@ -485,6 +522,25 @@ func (s *Server) publish(ctx context.Context, p *flightParams, rec *coalesce.Rec
 			s.redis.record(s.bus.Publish(ctx, p.name))
 		}
 	}
+}
+
+// streamLeftovers is what taking the lock deletes: a previous leader's
+// live stream, so a stream present under a held lock is its holder's.
+func (s *Server) streamLeftovers(p *flightParams) []string {
+	if s.streams == nil {
+		return nil
+	}
+	return []string{p.streamName}
+}
+
+// acquirePlain takes the lock with SET NX and, once taken, deletes a
+// previous leader's live stream.
+func (s *Server) acquirePlain(ctx context.Context, p *flightParams) (Lease, bool, error) {
+	l, ok, err := s.locker.TryAcquire(ctx, p.lockName)
+	if ok && s.streams != nil {
+		s.redis.record(s.streams.Clear(ctx, p.streamName))
+	}
+	return l, ok, err
 }
 
 func (s *Server) watch(name string) (<-chan struct{}, func()) {
@@ -654,21 +710,30 @@ func usageOf(body []byte) (prompt, completion int) {
 // ReadingLocker is a Locker that can look for a prompt's entries and take
 // its lock in one atomic round trip (redislock's TryAcquireOrRead).
 type ReadingLocker interface {
-	TryAcquireOrRead(ctx context.Context, name string, keys ...string) (lease Lease, ok bool, vals [][]byte, err error)
+	// TryAcquireOrRead reads keys and takes name only when none holds a
+	// value; taking it deletes clear.
+	TryAcquireOrRead(ctx context.Context, name string, keys []string, clear ...string) (lease Lease, ok bool, vals [][]byte, err error)
 }
 
 // pickStored decodes the response and negative entries read with the
-// lock; the response wins.
-func pickStored(vals [][]byte) (e *cache.Entry, negative bool) {
+// lock; the response wins. undecodable reports a value that is present but
+// unreadable (corrupt, or a newer codec during a rolling upgrade): it keeps
+// the atomic acquire from ever taking the lock.
+func pickStored(vals [][]byte) (e *cache.Entry, negative, undecodable bool) {
 	for i, v := range vals {
 		if v == nil {
 			continue
 		}
-		if d, err := cache.Unmarshal(v); err == nil {
-			return d, i == 1
+		d, err := cache.Unmarshal(v)
+		if err != nil {
+			undecodable = true
+			continue
+		}
+		if e == nil {
+			e, negative = d, i == 1
 		}
 	}
-	return nil, false
+	return e, negative, undecodable
 }
 
 // RedisLocker adapts redislock's Locker, whose leases are concrete, to the
@@ -677,15 +742,17 @@ func RedisLocker(l *redislock.Locker) Locker { return redisLocker{l} }
 
 type redisLocker struct{ l *redislock.Locker }
 
-func (a redisLocker) TryAcquireOrRead(ctx context.Context, name string, keys ...string) (Lease, bool, [][]byte, error) {
-	lease, ok, vals, err := a.l.TryAcquireOrRead(ctx, name, keys...)
+func (a redisLocker) TryAcquireOrRead(ctx context.Context, name string, keys []string, clear ...string) (Lease, bool, [][]byte, error) {
+	lease, ok, vals, err := a.l.TryAcquireOrRead(ctx, name, keys, clear...)
 	if !ok || err != nil {
 		return nil, ok, vals, err
 	}
 	return lease, true, vals, nil
 }
 
-func (a redisLocker) Held(ctx context.Context, name string) (bool, error) { return a.l.Held(ctx, name) }
+func (a redisLocker) Holder(ctx context.Context, name string) (string, error) {
+	return a.l.Holder(ctx, name)
+}
 
 func (a redisLocker) TryAcquire(ctx context.Context, name string) (Lease, bool, error) {
 	lease, ok, err := a.l.TryAcquire(ctx, name)

@@ -134,6 +134,8 @@ func TestStreamCutNotStoredInRedis(t *testing.T) {
 	if keys := storedKeys(t, rs, "acme"); len(keys) != 0 {
 		t.Errorf("Redis holds entries %v after a cut stream; want none", keys)
 	}
+	lock := keying.Name("acme", promptHash(t, "acme", body), keying.Lock)
+	waitFor(t, func() bool { return rs.Client().Exists(context.Background(), lock).Val() == 0 })
 	if b := send(context.Background(), h.gws[1].URL, acmeKey, body); b.header.Get("X-Corral-Cache") != cacheMiss || h.mock.Stats().Requests != 2 {
 		t.Errorf("next request: %s with %d upstream calls; want MISS and 2", b.header.Get("X-Corral-Cache"), h.mock.Stats().Requests)
 	}

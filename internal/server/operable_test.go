@@ -141,8 +141,8 @@ func TestAdminAuth(t *testing.T) {
 			t.Errorf("token %q: %d %s; want %d", tt.token, code, body, tt.want)
 		}
 	}
-	if code, _ := adminDo(t, h.gw.URL, "GET", "/admin/tenants/nobody/usage", adminToken); code != 404 {
-		t.Errorf("unknown tenant = %d; want 404", code)
+	if code, body := adminDo(t, h.gw.URL, "GET", "/admin/tenants/nobody/usage", adminToken); code != 404 || !strings.Contains(body, `"param":"tenant"`) {
+		t.Errorf("unknown tenant = %d %s; want 404 naming the tenant param", code, body)
 	}
 }
 

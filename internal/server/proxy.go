@@ -1,12 +1,12 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 	"path"
 	"strings"
 	"time"
 
+	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/negcache"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
@@ -28,10 +28,18 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	// The model allow-list holds on every path, not only the cached ones:
 	// a proxied body that names a model must name an allowed one.
-	if t, _ := tenant.FromContext(r.Context()); t.Models != nil && len(body) > 0 {
-		if m := bodyModel(body); m != "" && !t.Allows(m) {
-			recordFrom(r.Context()).model = m
-			writeError(w, errModelNotAllowed(m))
+	if t, _ := tenant.FromContext(r.Context()); t.Models != nil && len(body) > 0 && body[0] == '{' {
+		// The keying scanner matches "model" exactly and refuses duplicate
+		// keys, so a body cannot show one model to Corral and another to
+		// the upstream (encoding/json would match "Model" too).
+		req, err := keying.Parse(t.ID, rel, body)
+		if err != nil {
+			writeError(w, errInvalidRequest("The request body is not a valid JSON object.", ""))
+			return
+		}
+		if req.Model != "" && !t.Allows(req.Model) {
+			recordFrom(r.Context()).model = req.Model
+			writeError(w, errModelNotAllowed(req.Model))
 			return
 		}
 	}
@@ -67,17 +75,6 @@ func proxyPath(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return strings.TrimPrefix(r.URL.Path, "/v1"), true
-}
-
-// bodyModel reads a top-level "model" from a JSON body, "" when there is none.
-func bodyModel(body []byte) string {
-	var v struct {
-		Model string `json:"model"`
-	}
-	if json.Unmarshal(body, &v) != nil {
-		return ""
-	}
-	return v.Model
 }
 
 // forward calls the upstream with the client's context (a client that

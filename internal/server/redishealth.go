@@ -59,9 +59,9 @@ func (b *breaker) record(err error) {
 		return
 	}
 	b.mu.Lock()
-	notify := b.notify
-	b.notify = nil
 	defer func() {
+		notify := b.notify // set by this call's transition, if any
+		b.notify = nil
 		b.mu.Unlock()
 		if notify != nil {
 			notify() // outside the lock: the callback may ask the breaker

@@ -13,6 +13,8 @@ func TestBreaker(t *testing.T) {
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	b := newBreaker(time.Second, clock, nopLogger())
+	var changes []bool
+	b.onChange = func(up bool) { changes = append(changes, up) }
 	boom := errors.New("dial tcp: connection refused")
 
 	b.record(boom)
@@ -31,6 +33,9 @@ func TestBreaker(t *testing.T) {
 	if b.healthy() || b.allow() {
 		t.Fatal("not down after tripAfter consecutive failures")
 	}
+	if len(changes) != 1 || changes[0] {
+		t.Fatalf("changes = %v; want the down transition reported by the call that made it", changes)
+	}
 	b.record(context.Canceled) // a caller hanging up says nothing about Redis
 	mu.Lock()
 	now = now.Add(time.Second)
@@ -44,5 +49,8 @@ func TestBreaker(t *testing.T) {
 	b.record(nil)
 	if !b.healthy() || !b.allow() {
 		t.Fatal("not back up after a successful probe")
+	}
+	if len(changes) != 2 || !changes[1] {
+		t.Errorf("changes = %v; want down then up", changes)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/mockllm"
 )
 
@@ -145,5 +147,56 @@ func TestNonJSONAnswerIsNotStored(t *testing.T) {
 		if a := send(context.Background(), h.gw.URL, acmeKey, chatBody("html")); a.header.Get("X-Corral-Cache") != cacheMiss {
 			t.Errorf("X-Corral-Cache = %s; want MISS both times (a non-JSON 200 is not an answer)", a.header.Get("X-Corral-Cache"))
 		}
+	}
+}
+
+func TestRetryAfterABrokenStreamLeadsAnew(t *testing.T) {
+	h, rs := distributed(t, 2, slowStream(6, 0))
+	body := `{"model":"gpt-4o-mini","stream":true,"mock":{"cut_after":2},"messages":[{"role":"user","content":"retry me"}]}`
+	lock := keying.Name("acme", promptHash(t, "acme", body), keying.Lock)
+	for i := range 8 {
+		// Once the failed attempt has let go of its lock (its broken
+		// stream stays in Redis for a while), a retry must lead anew.
+		waitFor(t, func() bool { return rs.Client().Exists(context.Background(), lock).Val() == 0 })
+		a := send(context.Background(), h.bases()[i%2], acmeKey, body)
+		if a.header.Get("X-Corral-Cache") != cacheMiss || !strings.Contains(a.body, "upstream_error") {
+			t.Fatalf("retry %d: %s %q; want a fresh MISS (never an earlier attempt's stream)", i, a.header.Get("X-Corral-Cache"), a.body)
+		}
+	}
+	if n := h.mock.Stats().Requests; n != 8 {
+		t.Errorf("upstream calls = %d; want 8", n)
+	}
+}
+
+func TestStreamingBadRequestCostsOneCall(t *testing.T) {
+	h := newHarness(t)
+	for range 3 {
+		if a := send(context.Background(), h.gw.URL, acmeKey, `{"model":"mock-400","stream":true,"messages":[]}`); a.status != 400 {
+			t.Fatalf("status %d", a.status)
+		}
+	}
+	if n := h.mock.Stats().Requests; n != 3 {
+		t.Errorf("3 streaming requests answered 400 made %d upstream calls; want 3", n)
+	}
+}
+
+func TestProxyModelMatchedExactly(t *testing.T) {
+	h := newHarness(t)
+	resp := post(t, h, "/v1/responses", limitedKey, []byte(`{"model":"o1-pro","Model":"gpt-4o-mini"}`))
+	if resp.StatusCode != 403 {
+		t.Errorf("body naming a forbidden model under \"model\" = %d; want 403", resp.StatusCode)
+	}
+}
+
+func TestUnreadableEntryDoesNotBlockTheLock(t *testing.T) {
+	h, rs := distributed(t, 1, func(o *harnessOptions) {
+		o.server = func(so *Options) { so.WaitTimeout, so.FailOnWaitTimeout = time.Minute, true }
+	})
+	body := chatBody("corrupt entry")
+	name := keying.Name("acme", promptHash(t, "acme", body), keying.Response)
+	rs.Client().Set(context.Background(), name, "not an entry", time.Minute)
+	a := send(context.Background(), h.gw.URL, acmeKey, body)
+	if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheMiss {
+		t.Errorf("with an unreadable entry: %d %s; want a MISS that replaces it", a.status, a.header.Get("X-Corral-Cache"))
 	}
 }

@@ -116,8 +116,9 @@ type Server struct {
 	usage             UsageRecorder
 	adminToken        string
 	reload            func() (*tenant.Registry, error)
-	reloadMu          sync.Mutex  // serialises reloads
-	noSplice          atomic.Bool // the upstream rejected stream_options once
+	reloadMu          sync.Mutex     // serialises reloads
+	noSplice          atomic.Bool    // the upstream rejected stream_options once
+	flights           sync.WaitGroup // flights running; they may outlive their requests
 	now               func() time.Time
 }
 
@@ -224,4 +225,22 @@ func (s *Server) countInFlight(next http.Handler) http.Handler {
 		defer s.metrics.InFlight(-1)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// WaitFlights waits for flights still running after their clients left
+// (a distributed leader finishes its call for waiters elsewhere), so a
+// shutdown stores their answers and releases their locks before the Redis
+// client closes. It gives up when ctx ends.
+func (s *Server) WaitFlights(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.flights.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

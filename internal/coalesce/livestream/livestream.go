@@ -115,17 +115,6 @@ func (s *Streams) End(ctx context.Context, key string, cause error) error {
 	return nil
 }
 
-// Exists reports whether a live stream exists for key.
-func (s *Streams) Exists(ctx context.Context, key string) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
-	defer cancel()
-	n, err := s.rdb.Exists(ctx, key).Result()
-	if err != nil {
-		return false, fmt.Errorf("livestream: exists: %w", err)
-	}
-	return n == 1, nil
-}
-
 // Batch is what one Read returns.
 type Batch struct {
 	Events [][]byte
@@ -166,4 +155,53 @@ func (s *Streams) Read(ctx context.Context, key, after string, block time.Durati
 		}
 	}
 	return b, nil
+}
+
+// Clear deletes key's stream: a new leader removes its predecessor's so
+// that followers never mirror an answer from an earlier attempt.
+func (s *Streams) Clear(ctx context.Context, key string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	if err := s.rdb.Del(ctx, key).Err(); err != nil {
+		return fmt.Errorf("livestream: clear: %w", err)
+	}
+	return nil
+}
+
+// State is what the end of a stream says about the attempt that wrote it.
+type State int
+
+const (
+	// Absent: no stream.
+	Absent State = iota
+	// Live: events and no end marker yet.
+	Live
+	// Done: ended cleanly.
+	Done
+	// Broken: ended with a failure; followers joining now would only
+	// replay it.
+	Broken
+)
+
+// Peek reports the stream's state from its last entry (XREVRANGE COUNT 1),
+// so a waiter can tell a live stream worth following from an attempt that
+// already failed.
+func (s *Streams) Peek(ctx context.Context, key string) (State, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
+	defer cancel()
+	msgs, err := s.rdb.XRevRangeN(ctx, key, "+", "-", 1).Result()
+	if err != nil {
+		return Absent, fmt.Errorf("livestream: peek: %w", err)
+	}
+	if len(msgs) == 0 {
+		return Absent, nil
+	}
+	v, ended := msgs[0].Values[fieldEnd].(string)
+	switch {
+	case !ended:
+		return Live, nil
+	case v == endOK:
+		return Done, nil
+	}
+	return Broken, nil
 }

@@ -44,8 +44,14 @@ func TestAppendReadEnd(t *testing.T) {
 	if len(nb.Events) != 1 || string(nb.Events[0]) != "data: 14\n\n" {
 		t.Fatalf("live read = %+v", nb)
 	}
+	if st, _ := s.Peek(ctx, key); st != Live {
+		t.Errorf("Peek(live) = %v", st)
+	}
 	if err := s.End(ctx, key, nil); err != nil {
 		t.Fatal(err)
+	}
+	if st, _ := s.Peek(ctx, key); st != Done {
+		t.Errorf("Peek(done) = %v", st)
 	}
 	end, err := s.Read(ctx, key, nb.Next, 10*time.Millisecond)
 	if err != nil || !end.Ended || end.Err != nil {
@@ -71,11 +77,11 @@ func TestBrokenEnd(t *testing.T) {
 	if err != nil || !b.Ended || !errors.Is(b.Err, ErrBroken) || len(b.Events) != 1 {
 		t.Errorf("Read = %+v, %v; want the event then a broken end", b, err)
 	}
-	if ok, _ := s.Exists(ctx, key); !ok {
-		t.Error("Exists = false")
+	if st, _ := s.Peek(ctx, key); st != Broken {
+		t.Errorf("Peek(broken) = %v", st)
 	}
-	if ok, _ := s.Exists(ctx, "corral:v1:{acme:none}:s"); ok {
-		t.Error("Exists(absent) = true")
+	if st, _ := s.Peek(ctx, "corral:v1:{acme:none}:s"); st != Absent {
+		t.Errorf("Peek(absent) = %v", st)
 	}
 }
 

@@ -16,17 +16,22 @@ var acquireReadLua string
 var acquireReadScript = redis.NewScript(acquireReadLua)
 
 // TryAcquireOrRead reads keys and, only when none of them holds a value,
-// takes the lock name, atomically and in one round trip. A leader uses it
+// takes the lock name, atomically and in one round trip. When it takes the
+// lock it also deletes clear (a previous holder's leftovers). A leader uses it
 // to double-check for an answer and take the lock at once; a waiter uses it
 // to look for the answer and take over from a dead leader at once. vals
 // has one entry per key, nil where the key is absent. The keys must share
 // the lock's hash tag (one Cluster slot), as a prompt's keys do.
-func (l *Locker) TryAcquireOrRead(ctx context.Context, name string, keys ...string) (lease *Lease, ok bool, vals [][]byte, err error) {
+func (l *Locker) TryAcquireOrRead(ctx context.Context, name string, keys []string, clear ...string) (lease *Lease, ok bool, vals [][]byte, err error) {
 	token := rand.Text()
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, l.opTimeout)
 	defer cancel()
-	res, err := acquireReadScript.Run(ctx, l.rdb, append([]string{name}, keys...), token, l.ttl.Milliseconds()).Slice()
+	args := []any{token, l.ttl.Milliseconds()}
+	for _, c := range clear {
+		args = append(args, c)
+	}
+	res, err := acquireReadScript.Run(ctx, l.rdb, append([]string{name}, keys...), args...).Slice()
 	if err != nil {
 		return nil, false, nil, fmt.Errorf("redislock: acquire-or-read: %w", err)
 	}

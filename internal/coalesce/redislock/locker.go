@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,6 +27,7 @@ type LockClient interface {
 	redis.Scripter
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
 	Exists(ctx context.Context, keys ...string) *redis.IntCmd
+	Get(ctx context.Context, key string) *redis.StringCmd
 }
 
 var _ LockClient = redis.UniversalClient(nil)
@@ -96,6 +98,21 @@ func (l *Locker) TryAcquire(ctx context.Context, name string) (lease *Lease, ok 
 		return nil, false, nil
 	}
 	return newLease(l, name, token, sent), true, nil
+}
+
+// Holder returns the token of whoever holds name, "" when nobody does. A
+// follower compares it over time to tell its leader from a successor.
+func (l *Locker) Holder(ctx context.Context, name string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.opTimeout)
+	defer cancel()
+	v, err := l.rdb.Get(ctx, name).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("redislock: get: %w", err)
+	}
+	return v, nil
 }
 
 // Held reports whether anyone holds the lock name (EXISTS). Waiters use it
