@@ -65,7 +65,13 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 
 		name := keying.Name(t.ID, req.Hash, keying.Response)
 		negName := keying.Name(t.ID, req.Hash, keying.Negative)
-		if !ctl.noCache {
+		// A streaming request in distributed mode skips the separate lookup:
+		// its flight's lock call reads the entries in the same round trip,
+		// so a streaming miss pays one Redis round trip before its upstream
+		// call instead of two (time to first byte is what streams are for).
+		_, oneTrip := s.locker.(ReadingLocker)
+		skipLookup := req.Stream && oneTrip && ctl.minStoredAt(s.now()).IsZero()
+		if !ctl.noCache && !skipLookup {
 			if e, neg, _ := s.lookup(r.Context(), name, negName, ctl.minStoredAt(s.now())); e != nil {
 				rec.cache = cacheHit
 				if neg {
@@ -178,7 +184,9 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 	}
 
 	res := st.res
-	if leader && res.source != "" {
+	if (leader || res.source == cacheHit || res.source == cacheNegative) && res.source != "" {
+		// Followers of a flight that found a stored answer were served
+		// from the cache too.
 		source = res.source
 	}
 	rec.cache = source

@@ -84,6 +84,11 @@ func TestDistributedStreamsOneCall(t *testing.T) {
 	if n := h.mock.Stats().Requests; n != 1 {
 		t.Errorf("upstream calls = %d; want 1", n)
 	}
+	// A later streaming request is a hit (read with the lock call).
+	a := send(context.Background(), h.gws[2].URL, acmeKey, body)
+	if a.header.Get("X-Corral-Cache") != cacheHit || a.header.Get("Age") == "" || sseText(t, a.body) != "mock reply to: streams everywhere" {
+		t.Errorf("streaming hit: %s Age=%q", a.header.Get("X-Corral-Cache"), a.header.Get("Age"))
+	}
 }
 
 func TestDistributedTakeoverFromDeadLeader(t *testing.T) {
