@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/keying"
 )
 
@@ -117,14 +116,9 @@ func (s *Server) handlePurgeTenant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errUnknownTenant(id))
 		return
 	}
-	pd, ok := s.cache.(cache.PatternDeleter)
-	if !ok {
-		writeError(w, errInternal)
-		return
-	}
 	total := 0
 	for _, kind := range []keying.Kind{keying.Response, keying.Negative} {
-		n, err := pd.DeletePattern(r.Context(), keying.TenantPattern(id)+"}:"+string(kind))
+		n, err := s.cache.DeletePattern(r.Context(), keying.TenantPattern(id)+"}:"+string(kind))
 		if err != nil {
 			recordFrom(r.Context()).err = err.Error()
 			writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "purge_failed",
@@ -149,12 +143,10 @@ func (s *Server) handlePurgeKey(w http.ResponseWriter, r *http.Request) {
 	}
 	names := []string{keying.Name(id, hash, keying.Response), keying.Name(id, hash, keying.Negative)}
 	deleted := 0
-	if mg, ok := s.cache.(cache.MultiGetter); ok {
-		if es, err := mg.GetMany(r.Context(), names...); err == nil {
-			for _, e := range es {
-				if e != nil {
-					deleted++
-				}
+	if es, err := s.cache.GetMany(r.Context(), names...); err == nil {
+		for _, e := range es {
+			if e != nil {
+				deleted++
 			}
 		}
 	}

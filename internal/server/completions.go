@@ -70,9 +70,10 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 		// so a streaming miss pays one Redis round trip before its upstream
 		// call instead of two (time to first byte is what streams are for).
 		_, oneTrip := s.locker.(ReadingLocker)
-		skipLookup := req.Stream && oneTrip && ctl.minStoredAt(s.now()).IsZero()
+		minStored := ctl.minStoredAt(s.now())
+		skipLookup := req.Stream && oneTrip && minStored.IsZero()
 		if !ctl.noCache && !skipLookup {
-			if e, neg, _ := s.lookup(r.Context(), name, negName, ctl.minStoredAt(s.now())); e != nil {
+			if e, neg, _ := s.lookup(r.Context(), name, negName, minStored); e != nil {
 				rec.cache = cacheHit
 				if neg {
 					rec.cache = cacheNegative

@@ -550,8 +550,8 @@ func (s *Server) watch(name string) (<-chan struct{}, func()) {
 	return s.bus.Watch(name)
 }
 
-// lookup reads a prompt's positive and negative entries (one round trip
-// when the store can) and returns the one to serve: the positive entry
+// lookup reads a prompt's positive and negative entries in one round trip
+// and returns the one to serve: the positive entry
 // wins; negative reports that e is a remembered failure. Entries older
 // than minStoredAt are ignored. A miss is (nil, false, nil); a store
 // failure is returned but never fails the request.
@@ -559,23 +559,12 @@ func (s *Server) lookup(ctx context.Context, name, negName string, minStoredAt t
 	if !s.redis.allow() {
 		return nil, false, nil
 	}
-	var pos, neg *cache.Entry
-	if mg, ok := s.cache.(cache.MultiGetter); ok {
-		var es []*cache.Entry
-		es, err = mg.GetMany(ctx, name, negName)
-		if err == nil {
-			pos, neg = es[0], es[1]
-		}
-	} else {
-		pos, err = s.get(ctx, name)
-		if err == nil && pos == nil {
-			neg, err = s.get(ctx, negName)
-		}
-	}
+	es, err := s.cache.GetMany(ctx, name, negName)
 	s.redis.record(err)
 	if err != nil {
 		return nil, false, err
 	}
+	pos, neg := es[0], es[1]
 	switch {
 	case pos != nil && !pos.StoredAt.Before(minStoredAt):
 		return pos, false, nil
@@ -583,14 +572,6 @@ func (s *Server) lookup(ctx context.Context, name, negName string, minStoredAt t
 		return neg, true, nil
 	}
 	return nil, false, nil
-}
-
-func (s *Server) get(ctx context.Context, name string) (*cache.Entry, error) {
-	e, err := s.cache.Get(ctx, name)
-	if errors.Is(err, cache.ErrNotFound) {
-		return nil, nil
-	}
-	return e, err
 }
 
 // store saves an entry; a store failure is recorded, never returned.
@@ -744,10 +725,7 @@ type redisLocker struct{ l *redislock.Locker }
 
 func (a redisLocker) TryAcquireOrRead(ctx context.Context, name string, keys []string, clear ...string) (Lease, bool, [][]byte, error) {
 	lease, ok, vals, err := a.l.TryAcquireOrRead(ctx, name, keys, clear...)
-	if !ok || err != nil {
-		return nil, ok, vals, err
-	}
-	return lease, true, vals, nil
+	return asLease(lease), ok, vals, err
 }
 
 func (a redisLocker) Holder(ctx context.Context, name string) (string, error) {
@@ -756,8 +734,13 @@ func (a redisLocker) Holder(ctx context.Context, name string) (string, error) {
 
 func (a redisLocker) TryAcquire(ctx context.Context, name string) (Lease, bool, error) {
 	lease, ok, err := a.l.TryAcquire(ctx, name)
-	if !ok || err != nil {
-		return nil, ok, err
+	return asLease(lease), ok, err
+}
+
+// asLease keeps "no lease" a nil interface rather than a typed nil pointer.
+func asLease(l *redislock.Lease) Lease {
+	if l == nil {
+		return nil
 	}
-	return lease, true, nil
+	return l
 }

@@ -46,14 +46,8 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, resp *http.Respon
 // ends without [DONE] gets an OpenAI error event before it is closed, so
 // SDKs report an error rather than a silently short answer.
 func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Reader) {
-	s.metrics.Streams(1)
-	defer s.metrics.Streams(-1)
-	h := w.Header()
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // tell nginx-style proxies not to buffer
-	rc := http.NewResponseController(w)
-	w.WriteHeader(http.StatusOK)
-	_ = rc.Flush()
+	ew := s.startEvents(w)
+	defer ew.close()
 	er := upstream.NewEventReader(body)
 	done := false
 	for {
@@ -70,22 +64,67 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 				cause = err.Error()
 			}
 			recordFrom(r.Context()).err = cause
-			_, _ = w.Write(upstream.ErrorEvent(streamFailure(err).body()))
-			_ = rc.Flush()
+			ew.fail(err)
 			return
 		}
 		if upstream.IsDone(upstream.Data(ev)) {
 			done = true
 		}
-		_ = rc.SetWriteDeadline(time.Now().Add(writeStall))
-		if _, err := w.Write(ev); err != nil {
+		if !ew.send(nil, ev) {
 			return // client gone; returning cancels the upstream call
-		}
-		if err := rc.Flush(); err != nil {
-			return
 		}
 	}
 }
+
+// eventWriter writes an event stream to one client: headers that keep
+// proxies from buffering, a flush after every batch, and a write deadline
+// so a client that stops reading is dropped alone instead of pinning its
+// handler.
+type eventWriter struct {
+	s  *Server
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+// startEvents sends the stream's headers (already set ones kept) and
+// counts it as open until close.
+func (s *Server) startEvents(w http.ResponseWriter) *eventWriter {
+	s.metrics.Streams(1)
+	h := w.Header()
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // tell nginx-style proxies not to buffer
+	ew := &eventWriter{s: s, w: w, rc: http.NewResponseController(w)}
+	w.WriteHeader(http.StatusOK)
+	_ = ew.rc.Flush()
+	return ew
+}
+
+// send writes events, except those skip refuses (skip may be nil), and
+// flushes; false means the client is gone.
+func (ew *eventWriter) send(skip func([]byte) bool, events ...[]byte) bool {
+	_ = ew.rc.SetWriteDeadline(time.Now().Add(writeStall))
+	for _, ev := range events {
+		if skip != nil && skip(ev) {
+			continue
+		}
+		if _, err := ew.w.Write(ev); err != nil {
+			return false
+		}
+	}
+	return ew.rc.Flush() == nil
+}
+
+// fail ends the stream with an OpenAI error event for err.
+func (ew *eventWriter) fail(err error) {
+	_, _ = ew.w.Write(upstream.ErrorEvent(streamFailure(err).body()))
+	_ = ew.rc.Flush()
+}
+
+func (ew *eventWriter) close() { ew.s.metrics.Streams(-1) }
+
+// writeStall is how long a stream write may block on a client that does
+// not read before the client is dropped.
+const writeStall = 30 * time.Second
 
 // streamFailure is the error event for a stream that broke mid-way.
 func streamFailure(err error) *apiError {

@@ -54,18 +54,13 @@ func (s *Server) serveEntry(w http.ResponseWriter, r *http.Request, endpoint str
 // first event, then live. Each client has its own cursor, so a slow one
 // slows nobody else. It reports whether the stream ended cleanly.
 func (s *Server) followStream(w http.ResponseWriter, r *http.Request, st *flightState, source string, includeUsage bool, ctl controls) bool {
-	s.metrics.Streams(1)
-	defer s.metrics.Streams(-1)
 	h := w.Header()
 	for k, vv := range st.header {
 		h[k] = vv
 	}
 	setCacheHeaders(h, source, nil, false, ctl, s.now())
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	rc := http.NewResponseController(w)
-	w.WriteHeader(http.StatusOK)
-	_ = rc.Flush()
+	ew := s.startEvents(w)
+	defer ew.close()
 	cur := st.rec.Cursor()
 	for {
 		batch, err := cur.Next(r.Context())
@@ -77,22 +72,14 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, st *flight
 				return false
 			}
 			recordFrom(r.Context()).err = err.Error()
-			_, _ = w.Write(upstream.ErrorEvent(streamFailure(err).body()))
-			_ = rc.Flush()
+			ew.fail(err)
 			return false
 		}
-		// A client that stops reading is dropped alone after a while
-		// instead of pinning its handler (the record is shared, not its).
-		_ = rc.SetWriteDeadline(time.Now().Add(writeStall))
-		for _, ev := range batch {
-			if !includeUsage && isUsageEvent(ev) {
-				continue
-			}
-			if _, err := w.Write(ev); err != nil {
-				return false
-			}
+		var skip func([]byte) bool
+		if !includeUsage {
+			skip = isUsageEvent
 		}
-		if err := rc.Flush(); err != nil {
+		if !ew.send(skip, batch...) {
 			return false
 		}
 	}
@@ -116,7 +103,3 @@ func isUsageEvent(ev []byte) bool {
 	}
 	return chunk.Choices != nil && len(chunk.Choices) == 0 && len(chunk.Usage) > 0 && string(chunk.Usage) != "null"
 }
-
-// writeStall is how long a stream write may block on a client that does
-// not read before the client is dropped.
-const writeStall = 30 * time.Second

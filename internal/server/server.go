@@ -39,8 +39,8 @@ type Options struct {
 	// Ready reports readiness detail for /readyz; nil means always ready.
 	Ready func() (ready bool, detail map[string]any)
 
-	// Cache stores complete answers. Required.
-	Cache cache.Store
+	// Cache stores complete answers and remembered failures. Required.
+	Cache Store
 	// Distributed is true when Cache, Locker and Bus live in Redis; Redis
 	// faults then degrade to in-process coalescing instead of failing.
 	Distributed bool
@@ -84,6 +84,21 @@ type Options struct {
 	Now func() time.Time
 }
 
+// Store is what the server needs from a cache backend (cache.Memory and
+// cache.Redis): a prompt's positive and negative entries read together in
+// one round trip, writes, and the admin purges.
+type Store interface {
+	GetMany(ctx context.Context, keys ...string) ([]*cache.Entry, error)
+	Set(ctx context.Context, key string, e *cache.Entry, ttl time.Duration) error
+	Delete(ctx context.Context, keys ...string) error
+	DeletePattern(ctx context.Context, pattern string) (int, error)
+}
+
+var (
+	_ Store = (*cache.Memory)(nil)
+	_ Store = (*cache.Redis)(nil)
+)
+
 // UsageRecorder keeps per-tenant usage counters (internal/usage).
 type UsageRecorder interface {
 	Add(tenant string, c usage.Counters)
@@ -100,7 +115,7 @@ type Server struct {
 	tenants atomic.Pointer[tenant.Registry]
 	handler http.Handler
 
-	cache             cache.Store
+	cache             Store
 	locker            Locker
 	bus               Bus
 	streams           *livestream.Streams
