@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/coalesce"
 )
 
 // Values of X-Corral-Cache.
@@ -16,6 +17,9 @@ const (
 	cacheBypass    = "BYPASS"    // no-store or a tenant without cache
 	cacheNegative  = "NEGATIVE"  // a remembered deterministic failure
 )
+
+// sourceName is the X-Corral-Cache value of a flight layer source.
+func sourceName(src coalesce.Source) string { return src.String() }
 
 // setCacheHeaders writes X-Corral-Cache, Cache-Status (RFC 9211) and, for
 // answers from a stored entry, Age.

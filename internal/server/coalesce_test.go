@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -378,20 +377,6 @@ func TestStreamCutIsNotStored(t *testing.T) {
 	if b.header.Get("X-Corral-Cache") != cacheMiss || h.mock.Stats().Requests != 2 {
 		t.Errorf("after a cut: %s with %d upstream calls; want MISS and 2", b.header.Get("X-Corral-Cache"), h.mock.Stats().Requests)
 	}
-}
-
-func TestWithStreamUsage(t *testing.T) {
-	tests := []struct{ give, want string }{
-		{`{"model":"m","stream":true}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
-		{"{\"model\":\"m\"  \n}\n", "{\"model\":\"m\",\"stream_options\":{\"include_usage\":true}}\n"},
-		{`{"model":"m","stream_options":{"include_usage":false}}`, `{"model":"m","stream_options":{"include_usage":false}}`},
-	}
-	for _, tt := range tests {
-		if got := string(withStreamUsage([]byte(tt.give))); got != tt.want {
-			t.Errorf("withStreamUsage(%q) = %q; want %q", tt.give, got, tt.want)
-		}
-	}
-	_ = bytes.MinRead
 }
 
 func TestLeaderSemaphore(t *testing.T) {

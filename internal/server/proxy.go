@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/negcache"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
@@ -32,14 +31,14 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		// The keying scanner matches "model" exactly and refuses duplicate
 		// keys, so a body cannot show one model to Corral and another to
 		// the upstream (encoding/json would match "Model" too).
-		req, err := keying.Parse(t.ID, rel, body)
+		facts, err := errorFormat.Parse(t.ID, rel, body)
 		if err != nil {
 			writeError(w, errInvalidRequest("The request body is not a valid JSON object.", ""))
 			return
 		}
-		if req.Model != "" && !t.Allows(req.Model) {
-			recordFrom(r.Context()).model = req.Model
-			writeError(w, errModelNotAllowed(req.Model))
+		if facts.Model != "" && !t.Allows(facts.Model) {
+			recordFrom(r.Context()).model = facts.Model
+			writeError(w, errModelNotAllowed(facts.Model))
 			return
 		}
 	}
@@ -86,13 +85,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, req upstream.Re
 	if err != nil {
 		rec.upstreamMS = msSince(start)
 		rec.err = err.Error()
-		aerr := upstreamFailure(err)
+		aerr := statusError(err)
 		s.countForwarded(rec, outcomeOf(aerr), start)
 		writeError(w, aerr)
 		return
 	}
 	defer resp.Body.Close()
-	s.relay(w, r, resp)
+	s.relay(w, r, errorFormat, resp)
 	rec.upstreamMS = msSince(start)
 	s.countForwarded(rec, negcache.Classify(resp.StatusCode).String(), start)
 }
@@ -104,17 +103,6 @@ func (s *Server) countForwarded(rec *logRecord, outcome string, start time.Time)
 	}
 	s.metrics.Upstream(rec.tenant, rec.model, outcome, time.Since(start))
 	s.usage.Add(rec.tenant, usage.Counters{UpstreamCalls: 1})
-}
-
-// outcomeOf names a failed call's outcome for metrics.
-func outcomeOf(e *apiError) string {
-	switch e {
-	case errUpstreamTimeout:
-		return "timeout"
-	case errClientClosed:
-		return "canceled"
-	}
-	return "error"
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }

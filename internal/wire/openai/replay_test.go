@@ -1,4 +1,4 @@
-package upstream_test
+package openai_test
 
 import (
 	"bytes"
@@ -16,9 +16,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	openai "github.com/sashabaranov/go-openai"
+	goopenai "github.com/sashabaranov/go-openai"
 
-	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/wire/openai"
+	"github.com/corralhq/corral/internal/wire/sse"
 )
 
 // Non-streaming bodies as OpenAI returns them (pretty-printed), in the
@@ -121,10 +122,10 @@ func longBody(tb testing.TB) []byte {
 
 // reassemble reads the replayed events as the server would read an
 // upstream stream: through EventReader and Data into an Assembler.
-func reassemble(tb testing.TB, endpoint string, events [][]byte) *upstream.Assembler {
+func reassemble(tb testing.TB, endpoint string, events [][]byte) *openai.Assembler {
 	tb.Helper()
-	er := upstream.NewEventReader(bytes.NewReader(bytes.Join(events, nil)))
-	a := upstream.NewAssembler(endpoint)
+	er := sse.NewEventReader(bytes.NewReader(bytes.Join(events, nil)))
+	a := openai.NewAssembler(endpoint)
 	for {
 		ev, err := er.Next()
 		if err == io.EOF {
@@ -133,7 +134,7 @@ func reassemble(tb testing.TB, endpoint string, events [][]byte) *upstream.Assem
 		if err != nil {
 			tb.Fatalf("EventReader: %v", err)
 		}
-		if err := a.Add(upstream.Data(ev)); err != nil {
+		if err := a.Add(sse.Data(ev)); err != nil {
 			tb.Fatalf("Add(%q): %v", ev, err)
 		}
 	}
@@ -141,7 +142,7 @@ func reassemble(tb testing.TB, endpoint string, events [][]byte) *upstream.Assem
 
 func replay(tb testing.TB, endpoint string, body []byte, includeUsage bool) [][]byte {
 	tb.Helper()
-	events, err := upstream.Replay(endpoint, body, includeUsage)
+	events, err := openai.Replay(endpoint, body, includeUsage)
 	if err != nil {
 		tb.Fatalf("Replay: %v", err)
 	}
@@ -165,13 +166,13 @@ func TestReplayRoundTrip(t *testing.T) {
 		endpoint string
 		give     []byte
 	}{
-		{name: "chat text", endpoint: upstream.ChatCompletionsPath, give: []byte(bodyChatText)},
-		{name: "chat tool calls", endpoint: upstream.ChatCompletionsPath, give: []byte(bodyChatTools)},
-		{name: "chat n=2 logprobs refusal", endpoint: upstream.ChatCompletionsPath, give: []byte(bodyChatN2)},
-		{name: "chat function_call", endpoint: upstream.ChatCompletionsPath, give: []byte(bodyChatFunctionCall)},
-		{name: "chat long content", endpoint: upstream.ChatCompletionsPath, give: longBody(t)},
-		{name: "completions", endpoint: upstream.CompletionsPath, give: []byte(bodyCompletion)},
-		{name: "completions logprobs", endpoint: upstream.CompletionsPath, give: []byte(bodyCompletionLogprobs)},
+		{name: "chat text", endpoint: openai.ChatCompletionsPath, give: []byte(bodyChatText)},
+		{name: "chat tool calls", endpoint: openai.ChatCompletionsPath, give: []byte(bodyChatTools)},
+		{name: "chat n=2 logprobs refusal", endpoint: openai.ChatCompletionsPath, give: []byte(bodyChatN2)},
+		{name: "chat function_call", endpoint: openai.ChatCompletionsPath, give: []byte(bodyChatFunctionCall)},
+		{name: "chat long content", endpoint: openai.ChatCompletionsPath, give: longBody(t)},
+		{name: "completions", endpoint: openai.CompletionsPath, give: []byte(bodyCompletion)},
+		{name: "completions logprobs", endpoint: openai.CompletionsPath, give: []byte(bodyCompletionLogprobs)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,13 +199,13 @@ func TestAssembleRoundTrip(t *testing.T) {
 		endpoint string
 		give     []string
 	}{
-		{name: "text", endpoint: upstream.ChatCompletionsPath, give: streamText},
-		{name: "tools", endpoint: upstream.ChatCompletionsPath, give: streamTools},
-		{name: "n=2", endpoint: upstream.ChatCompletionsPath, give: streamN2},
-		{name: "refusal", endpoint: upstream.ChatCompletionsPath, give: streamRefusal},
-		{name: "function_call", endpoint: upstream.ChatCompletionsPath, give: streamFunctionCall},
-		{name: "logprobs", endpoint: upstream.ChatCompletionsPath, give: streamLogprobs},
-		{name: "completions", endpoint: upstream.CompletionsPath, give: streamCompletion},
+		{name: "text", endpoint: openai.ChatCompletionsPath, give: streamText},
+		{name: "tools", endpoint: openai.ChatCompletionsPath, give: streamTools},
+		{name: "n=2", endpoint: openai.ChatCompletionsPath, give: streamN2},
+		{name: "refusal", endpoint: openai.ChatCompletionsPath, give: streamRefusal},
+		{name: "function_call", endpoint: openai.ChatCompletionsPath, give: streamFunctionCall},
+		{name: "logprobs", endpoint: openai.ChatCompletionsPath, give: streamLogprobs},
+		{name: "completions", endpoint: openai.CompletionsPath, give: streamCompletion},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,10 +230,10 @@ func TestReplayEventShape(t *testing.T) {
 		includeUsage bool
 		wantUsage    int // chunks with "usage":null
 	}{
-		{name: "chat with usage", endpoint: upstream.ChatCompletionsPath, give: []byte(bodyChatText), includeUsage: true, wantUsage: 3},
-		{name: "chat without usage", endpoint: upstream.ChatCompletionsPath, give: []byte(bodyChatText)},
-		{name: "completions with usage", endpoint: upstream.CompletionsPath, give: []byte(bodyCompletion), includeUsage: true, wantUsage: 2},
-		{name: "long", endpoint: upstream.ChatCompletionsPath, give: longBody(t), includeUsage: true, wantUsage: 7},
+		{name: "chat with usage", endpoint: openai.ChatCompletionsPath, give: []byte(bodyChatText), includeUsage: true, wantUsage: 3},
+		{name: "chat without usage", endpoint: openai.ChatCompletionsPath, give: []byte(bodyChatText)},
+		{name: "completions with usage", endpoint: openai.CompletionsPath, give: []byte(bodyCompletion), includeUsage: true, wantUsage: 2},
+		{name: "long", endpoint: openai.ChatCompletionsPath, give: longBody(t), includeUsage: true, wantUsage: 7},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -279,7 +280,7 @@ func TestReplayChatChunks(t *testing.T) {
 		p + `],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}` + "\n\n",
 		"data: [DONE]\n\n",
 	}
-	events := replay(t, upstream.ChatCompletionsPath, []byte(body), true)
+	events := replay(t, openai.ChatCompletionsPath, []byte(body), true)
 	got := make([]string, len(events))
 	for i, ev := range events {
 		got[i] = string(ev)
@@ -296,15 +297,15 @@ func TestReplayErrors(t *testing.T) {
 		give     string
 		wantIs   error
 	}{
-		{name: "embeddings", endpoint: "/embeddings", give: bodyChatText, wantIs: upstream.ErrUnsupportedEndpoint},
-		{name: "invalid JSON", endpoint: upstream.ChatCompletionsPath, give: `{"id":`},
-		{name: "no choices", endpoint: upstream.ChatCompletionsPath, give: `{"id":"x","choices":[]}`},
-		{name: "chat choice without message", endpoint: upstream.ChatCompletionsPath, give: bodyCompletion},
-		{name: "array content", endpoint: upstream.ChatCompletionsPath, give: `{"choices":[{"message":{"content":[{"type":"text"}]}}]}`},
+		{name: "embeddings", endpoint: "/embeddings", give: bodyChatText, wantIs: openai.ErrUnsupportedEndpoint},
+		{name: "invalid JSON", endpoint: openai.ChatCompletionsPath, give: `{"id":`},
+		{name: "no choices", endpoint: openai.ChatCompletionsPath, give: `{"id":"x","choices":[]}`},
+		{name: "chat choice without message", endpoint: openai.ChatCompletionsPath, give: bodyCompletion},
+		{name: "array content", endpoint: openai.ChatCompletionsPath, give: `{"choices":[{"message":{"content":[{"type":"text"}]}}]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := upstream.Replay(tt.endpoint, []byte(tt.give), true)
+			_, err := openai.Replay(tt.endpoint, []byte(tt.give), true)
 			if err == nil || (tt.wantIs != nil && !errors.Is(err, tt.wantIs)) {
 				t.Errorf("Replay error = %v, want an error (is %v)", err, tt.wantIs)
 			}
@@ -314,7 +315,7 @@ func TestReplayErrors(t *testing.T) {
 
 // sdkClient serves events as a streaming response to a real go-openai
 // client, as a cache hit would.
-func sdkClient(tb testing.TB, events [][]byte) *openai.Client {
+func sdkClient(tb testing.TB, events [][]byte) *goopenai.Client {
 	tb.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -328,19 +329,19 @@ func sdkClient(tb testing.TB, events [][]byte) *openai.Client {
 		}
 	}))
 	tb.Cleanup(srv.Close)
-	cfg := openai.DefaultConfig("sk-test")
+	cfg := goopenai.DefaultConfig("sk-test")
 	cfg.BaseURL = srv.URL + "/v1"
 	cfg.HTTPClient = srv.Client()
-	return openai.NewClientWithConfig(cfg)
+	return goopenai.NewClientWithConfig(cfg)
 }
 
 // collectChat rebuilds a ChatCompletionResponse from what the SDK's stream
 // reader hands the application, the way an application would.
-func collectChat(tb testing.TB, s *openai.ChatCompletionStream) openai.ChatCompletionResponse {
+func collectChat(tb testing.TB, s *goopenai.ChatCompletionStream) goopenai.ChatCompletionResponse {
 	tb.Helper()
 	var (
-		out     openai.ChatCompletionResponse
-		choices = map[int]*openai.ChatCompletionChoice{}
+		out     goopenai.ChatCompletionResponse
+		choices = map[int]*goopenai.ChatCompletionChoice{}
 		usages  int
 	)
 	for {
@@ -365,7 +366,7 @@ func collectChat(tb testing.TB, s *openai.ChatCompletionStream) openai.ChatCompl
 		for _, c := range resp.Choices {
 			ch := choices[c.Index]
 			if ch == nil {
-				ch = &openai.ChatCompletionChoice{Index: c.Index}
+				ch = &goopenai.ChatCompletionChoice{Index: c.Index}
 				choices[c.Index] = ch
 			}
 			m := &ch.Message
@@ -376,14 +377,14 @@ func collectChat(tb testing.TB, s *openai.ChatCompletionStream) openai.ChatCompl
 			m.Refusal += c.Delta.Refusal
 			for _, tc := range c.Delta.ToolCalls {
 				if *tc.Index == len(m.ToolCalls) {
-					m.ToolCalls = append(m.ToolCalls, openai.ToolCall{ID: tc.ID, Type: tc.Type})
+					m.ToolCalls = append(m.ToolCalls, goopenai.ToolCall{ID: tc.ID, Type: tc.Type})
 				}
 				m.ToolCalls[*tc.Index].Function.Name += tc.Function.Name
 				m.ToolCalls[*tc.Index].Function.Arguments += tc.Function.Arguments
 			}
 			if fc := c.Delta.FunctionCall; fc != nil {
 				if m.FunctionCall == nil {
-					m.FunctionCall = &openai.FunctionCall{}
+					m.FunctionCall = &goopenai.FunctionCall{}
 				}
 				m.FunctionCall.Name += fc.Name
 				m.FunctionCall.Arguments += fc.Arguments
@@ -413,15 +414,15 @@ func TestReplayChatSDK(t *testing.T) {
 		{name: "n=2 with refusal", give: []byte(bodyChatN2)},
 		{name: "function_call", give: []byte(bodyChatFunctionCall)},
 		{name: "long content", give: longBody(t)},
-		{name: "assembled tool stream", give: assembledBody(t, upstream.ChatCompletionsPath, streamTools)},
+		{name: "assembled tool stream", give: assembledBody(t, openai.ChatCompletionsPath, streamTools)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := sdkClient(t, replay(t, upstream.ChatCompletionsPath, tt.give, true))
-			s, err := c.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
+			c := sdkClient(t, replay(t, openai.ChatCompletionsPath, tt.give, true))
+			s, err := c.CreateChatCompletionStream(context.Background(), goopenai.ChatCompletionRequest{
 				Model:         "gpt-4o-mini",
-				Messages:      []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "Hello"}},
-				StreamOptions: &openai.StreamOptions{IncludeUsage: true},
+				Messages:      []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: "Hello"}},
+				StreamOptions: &goopenai.StreamOptions{IncludeUsage: true},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -429,14 +430,14 @@ func TestReplayChatSDK(t *testing.T) {
 			defer s.Close()
 			got := collectChat(t, s)
 
-			var want openai.ChatCompletionResponse
+			var want goopenai.ChatCompletionResponse
 			if err := json.Unmarshal(tt.give, &want); err != nil {
 				t.Fatal(err)
 			}
 			opts := cmp.Options{
 				ignoreHeader,
-				cmpopts.IgnoreFields(openai.ChatCompletionResponse{}, "ServiceTier"), // not in go-openai's chunk type
-				cmpopts.IgnoreFields(openai.ChatCompletionChoice{}, "LogProbs"),      // checked by the round trip
+				cmpopts.IgnoreFields(goopenai.ChatCompletionResponse{}, "ServiceTier"), // not in go-openai's chunk type
+				cmpopts.IgnoreFields(goopenai.ChatCompletionChoice{}, "LogProbs"),      // checked by the round trip
 			}
 			if diff := cmp.Diff(want, got, opts); diff != "" {
 				t.Errorf("SDK view (-stored +streamed):\n%s", diff)
@@ -446,12 +447,12 @@ func TestReplayChatSDK(t *testing.T) {
 }
 
 func TestReplayCompletionSDK(t *testing.T) {
-	c := sdkClient(t, replay(t, upstream.CompletionsPath, []byte(bodyCompletion), true))
-	s, err := c.CreateCompletionStream(context.Background(), openai.CompletionRequest{
+	c := sdkClient(t, replay(t, openai.CompletionsPath, []byte(bodyCompletion), true))
+	s, err := c.CreateCompletionStream(context.Background(), goopenai.CompletionRequest{
 		Model:         "gpt-3.5-turbo-instruct",
 		Prompt:        "Say this is a test",
 		N:             2,
-		StreamOptions: &openai.StreamOptions{IncludeUsage: true},
+		StreamOptions: &goopenai.StreamOptions{IncludeUsage: true},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -460,7 +461,7 @@ func TestReplayCompletionSDK(t *testing.T) {
 	var (
 		texts   = map[int]string{}
 		finish  = map[int]string{}
-		usage   *openai.Usage
+		usage   *goopenai.Usage
 		id      string
 		objects = map[string]bool{}
 	)
@@ -496,7 +497,7 @@ func TestReplayCompletionSDK(t *testing.T) {
 	if diff := cmp.Diff(map[int]string{0: "length", 1: "stop"}, finish); diff != "" {
 		t.Errorf("finish reasons (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(&openai.Usage{PromptTokens: 5, CompletionTokens: 7, TotalTokens: 12}, usage); diff != "" {
+	if diff := cmp.Diff(&goopenai.Usage{PromptTokens: 5, CompletionTokens: 7, TotalTokens: 12}, usage); diff != "" {
 		t.Errorf("usage (-want +got):\n%s", diff)
 	}
 }
@@ -504,17 +505,17 @@ func TestReplayCompletionSDK(t *testing.T) {
 // TestReplayWithoutUsageSDK: a client that did not ask for usage sees no
 // usage chunk and no usage field.
 func TestReplayWithoutUsageSDK(t *testing.T) {
-	c := sdkClient(t, replay(t, upstream.ChatCompletionsPath, []byte(bodyChatText), false))
-	s, err := c.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{
+	c := sdkClient(t, replay(t, openai.ChatCompletionsPath, []byte(bodyChatText), false))
+	s, err := c.CreateChatCompletionStream(context.Background(), goopenai.ChatCompletionRequest{
 		Model:    "gpt-4o-mini",
-		Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "Hello"}},
+		Messages: []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: "Hello"}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	got := collectChat(t, s)
-	if got.Usage != (openai.Usage{}) {
+	if got.Usage != (goopenai.Usage{}) {
 		t.Errorf("usage = %+v, want none", got.Usage)
 	}
 	if want := "\n\nHello there, how may I assist you today? é世😀 \"quoted\" <tag>"; got.Choices[0].Message.Content != want {
@@ -523,12 +524,12 @@ func TestReplayWithoutUsageSDK(t *testing.T) {
 }
 
 func TestReplaySplitsAtRuneBoundaries(t *testing.T) {
-	events := replay(t, upstream.ChatCompletionsPath, longBody(t), false)
+	events := replay(t, openai.ChatCompletionsPath, longBody(t), false)
 	var content strings.Builder
 	pieces := 0
 	for _, ev := range events[:len(events)-1] {
-		var c openai.ChatCompletionStreamResponse
-		if err := json.Unmarshal(upstream.Data(ev), &c); err != nil {
+		var c goopenai.ChatCompletionStreamResponse
+		if err := json.Unmarshal(sse.Data(ev), &c); err != nil {
 			t.Fatal(err)
 		}
 		if d := c.Choices[0].Delta.Content; d != "" {
@@ -539,7 +540,7 @@ func TestReplaySplitsAtRuneBoundaries(t *testing.T) {
 			content.WriteString(d)
 		}
 	}
-	var body openai.ChatCompletionResponse
+	var body goopenai.ChatCompletionResponse
 	if err := json.Unmarshal(longBody(t), &body); err != nil {
 		t.Fatal(err)
 	}
@@ -568,7 +569,7 @@ func BenchmarkReplay2KiB(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := upstream.Replay(upstream.ChatCompletionsPath, body, true); err != nil {
+		if _, err := openai.Replay(openai.ChatCompletionsPath, body, true); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -15,7 +15,7 @@
 //
 // The package imports only the standard library; the cross-instance part
 // (the Redis lock and the done bus) lives in coalesce/redislock.
-package coalesce
+package flight
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package upstream_test
+package openai_test
 
 import (
 	"bytes"
@@ -10,13 +10,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	openai "github.com/sashabaranov/go-openai"
+	goopenai "github.com/sashabaranov/go-openai"
 
-	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/wire/openai"
+	"github.com/corralhq/corral/internal/wire/sse"
 )
 
 // Fixtures copy the shape of OpenAI's streaming chunks
-// (https://platform.openai.com/docs/api-reference/chat-streaming), with
+// (https://platform.goopenai.com/docs/api-reference/chat-streaming), with
 // the "obfuscation" padding field newer streams carry.
 
 const chatHeader = `"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG","object":"chat.completion.chunk","created":1741570283,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_eb9dce56a8"`
@@ -41,10 +42,10 @@ func usageChunk() string {
 	return `{` + chatHeader + `,"choices":[],"usage":` + usageJSON + `,"obfuscation":"aZ"}`
 }
 
-var wantUsage = openai.Usage{
+var wantUsage = goopenai.Usage{
 	PromptTokens: 19, CompletionTokens: 10, TotalTokens: 29,
-	PromptTokensDetails:     &openai.PromptTokensDetails{CachedTokens: 3},
-	CompletionTokensDetails: &openai.CompletionTokensDetails{ReasoningTokens: 4},
+	PromptTokensDetails:     &goopenai.PromptTokensDetails{CachedTokens: 3},
+	CompletionTokensDetails: &goopenai.CompletionTokensDetails{ReasoningTokens: 4},
 }
 
 const roleDelta = `{"role":"assistant","content":"","refusal":null}`
@@ -132,9 +133,9 @@ var streamCompletion = []string{
 }
 
 // assemble feeds data payloads to a new Assembler and fails on an Add error.
-func assemble(tb testing.TB, endpoint string, stream []string) *upstream.Assembler {
+func assemble(tb testing.TB, endpoint string, stream []string) *openai.Assembler {
 	tb.Helper()
-	a := upstream.NewAssembler(endpoint)
+	a := openai.NewAssembler(endpoint)
 	for i, d := range stream {
 		if err := a.Add([]byte(d)); err != nil {
 			tb.Fatalf("Add(event %d): %v", i, err)
@@ -158,10 +159,10 @@ func assembledBody(tb testing.TB, endpoint string, stream []string) []byte {
 
 func ptr[T any](v T) *T { return &v }
 
-var ignoreHeader = cmpopts.IgnoreUnexported(openai.ChatCompletionResponse{}, openai.CompletionResponse{})
+var ignoreHeader = cmpopts.IgnoreUnexported(goopenai.ChatCompletionResponse{}, goopenai.CompletionResponse{})
 
 func TestAssemblerChat(t *testing.T) {
-	base := openai.ChatCompletionResponse{
+	base := goopenai.ChatCompletionResponse{
 		ID:                "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG",
 		Object:            "chat.completion",
 		Created:           1741570283,
@@ -169,7 +170,7 @@ func TestAssemblerChat(t *testing.T) {
 		SystemFingerprint: "fp_eb9dce56a8",
 		ServiceTier:       "default",
 	}
-	with := func(choices []openai.ChatCompletionChoice, usage openai.Usage) openai.ChatCompletionResponse {
+	with := func(choices []goopenai.ChatCompletionChoice, usage goopenai.Usage) goopenai.ChatCompletionResponse {
 		r := base
 		r.Choices, r.Usage = choices, usage
 		return r
@@ -177,69 +178,69 @@ func TestAssemblerChat(t *testing.T) {
 	tests := []struct {
 		name string
 		give []string
-		want openai.ChatCompletionResponse
+		want goopenai.ChatCompletionResponse
 	}{
 		{
 			name: "text with usage",
 			give: streamText,
-			want: with([]openai.ChatCompletionChoice{{
+			want: with([]goopenai.ChatCompletionChoice{{
 				Index:        0,
-				Message:      openai.ChatCompletionMessage{Role: "assistant", Content: "Hello! How can I help \"you\" today?\n"},
-				FinishReason: openai.FinishReasonStop,
+				Message:      goopenai.ChatCompletionMessage{Role: "assistant", Content: "Hello! How can I help \"you\" today?\n"},
+				FinishReason: goopenai.FinishReasonStop,
 			}}, wantUsage),
 		},
 		{
 			name: "parallel tool calls across chunks",
 			give: streamTools,
-			want: with([]openai.ChatCompletionChoice{{
-				Message: openai.ChatCompletionMessage{Role: "assistant", ToolCalls: []openai.ToolCall{
-					{ID: "call_DdmO9pD3xa9XTPNJ32zg2hcA", Type: openai.ToolTypeFunction, Function: openai.FunctionCall{Name: "get_weather", Arguments: `{"location": "Paris, France"}`}},
-					{ID: "call_ABC123", Type: openai.ToolTypeFunction, Function: openai.FunctionCall{Name: "get_time", Arguments: `{"tz": "CET"}`}},
+			want: with([]goopenai.ChatCompletionChoice{{
+				Message: goopenai.ChatCompletionMessage{Role: "assistant", ToolCalls: []goopenai.ToolCall{
+					{ID: "call_DdmO9pD3xa9XTPNJ32zg2hcA", Type: goopenai.ToolTypeFunction, Function: goopenai.FunctionCall{Name: "get_weather", Arguments: `{"location": "Paris, France"}`}},
+					{ID: "call_ABC123", Type: goopenai.ToolTypeFunction, Function: goopenai.FunctionCall{Name: "get_time", Arguments: `{"tz": "CET"}`}},
 				}},
-				FinishReason: openai.FinishReasonToolCalls,
+				FinishReason: goopenai.FinishReasonToolCalls,
 			}}, wantUsage),
 		},
 		{
 			name: "two interleaved choices",
 			give: streamN2,
-			want: with([]openai.ChatCompletionChoice{
-				{Index: 0, Message: openai.ChatCompletionMessage{Role: "assistant", Content: "Red rose"}, FinishReason: openai.FinishReasonStop},
-				{Index: 1, Message: openai.ChatCompletionMessage{Role: "assistant", Content: "Blue sky"}, FinishReason: openai.FinishReasonLength},
+			want: with([]goopenai.ChatCompletionChoice{
+				{Index: 0, Message: goopenai.ChatCompletionMessage{Role: "assistant", Content: "Red rose"}, FinishReason: goopenai.FinishReasonStop},
+				{Index: 1, Message: goopenai.ChatCompletionMessage{Role: "assistant", Content: "Blue sky"}, FinishReason: goopenai.FinishReasonLength},
 			}, wantUsage),
 		},
 		{
 			name: "refusal",
 			give: streamRefusal,
-			want: with([]openai.ChatCompletionChoice{{
-				Message:      openai.ChatCompletionMessage{Role: "assistant", Refusal: "I'm sorry, I can't help with that."},
-				FinishReason: openai.FinishReasonStop,
-			}}, openai.Usage{}),
+			want: with([]goopenai.ChatCompletionChoice{{
+				Message:      goopenai.ChatCompletionMessage{Role: "assistant", Refusal: "I'm sorry, I can't help with that."},
+				FinishReason: goopenai.FinishReasonStop,
+			}}, goopenai.Usage{}),
 		},
 		{
 			name: "legacy function_call",
 			give: streamFunctionCall,
-			want: with([]openai.ChatCompletionChoice{{
-				Message:      openai.ChatCompletionMessage{Role: "assistant", FunctionCall: &openai.FunctionCall{Name: "get_weather", Arguments: `{"loc":"NYC"}`}},
-				FinishReason: openai.FinishReasonFunctionCall,
-			}}, openai.Usage{}),
+			want: with([]goopenai.ChatCompletionChoice{{
+				Message:      goopenai.ChatCompletionMessage{Role: "assistant", FunctionCall: &goopenai.FunctionCall{Name: "get_weather", Arguments: `{"loc":"NYC"}`}},
+				FinishReason: goopenai.FinishReasonFunctionCall,
+			}}, goopenai.Usage{}),
 		},
 		{
 			name: "logprobs concatenated",
 			give: streamLogprobs,
-			want: with([]openai.ChatCompletionChoice{{
-				Message:      openai.ChatCompletionMessage{Role: "assistant", Content: "Hi!"},
-				FinishReason: openai.FinishReasonStop,
-				LogProbs: &openai.LogProbs{Content: []openai.LogProb{
-					{Token: "Hi", LogProb: -0.25, Bytes: []byte{72, 105}, TopLogProbs: []openai.TopLogProbs{}},
-					{Token: "!", LogProb: -0.5, Bytes: []byte{33}, TopLogProbs: []openai.TopLogProbs{}},
+			want: with([]goopenai.ChatCompletionChoice{{
+				Message:      goopenai.ChatCompletionMessage{Role: "assistant", Content: "Hi!"},
+				FinishReason: goopenai.FinishReasonStop,
+				LogProbs: &goopenai.LogProbs{Content: []goopenai.LogProb{
+					{Token: "Hi", LogProb: -0.25, Bytes: []byte{72, 105}, TopLogProbs: []goopenai.TopLogProbs{}},
+					{Token: "!", LogProb: -0.5, Bytes: []byte{33}, TopLogProbs: []goopenai.TopLogProbs{}},
 				}},
-			}}, openai.Usage{}),
+			}}, goopenai.Usage{}),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := assembledBody(t, upstream.ChatCompletionsPath, tt.give)
-			var got openai.ChatCompletionResponse
+			body := assembledBody(t, openai.ChatCompletionsPath, tt.give)
+			var got goopenai.ChatCompletionResponse
 			if err := json.Unmarshal(body, &got); err != nil {
 				t.Fatalf("unmarshal %s: %v", body, err)
 			}
@@ -285,7 +286,7 @@ func TestAssemblerChatBody(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := assembledBody(t, upstream.ChatCompletionsPath, tt.give)
+			got := assembledBody(t, openai.ChatCompletionsPath, tt.give)
 			if string(got) != tt.want {
 				t.Errorf("Body() =\n%s\nwant\n%s", got, tt.want)
 			}
@@ -294,7 +295,7 @@ func TestAssemblerChatBody(t *testing.T) {
 }
 
 func TestAssemblerCompletions(t *testing.T) {
-	body := assembledBody(t, upstream.CompletionsPath, streamCompletion)
+	body := assembledBody(t, openai.CompletionsPath, streamCompletion)
 	const want = `{"id":"cmpl-8Xn2yqQ1BvTq9","object":"text_completion","created":1702400000,"model":"gpt-3.5-turbo-instruct","choices":[` +
 		`{"text":"\n\nThis is a test.","index":0,"logprobs":null,"finish_reason":"stop"},` +
 		`{"text":"That was","index":1,"logprobs":null,"finish_reason":"length"}],` +
@@ -302,7 +303,7 @@ func TestAssemblerCompletions(t *testing.T) {
 	if string(body) != want {
 		t.Errorf("Body() =\n%s\nwant\n%s", body, want)
 	}
-	var got openai.CompletionResponse
+	var got goopenai.CompletionResponse
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -317,12 +318,12 @@ func TestAssemblerCompletionsLogprobs(t *testing.T) {
 		textChunk(`{"text":"!","index":0,"logprobs":{"tokens":["!"],"token_logprobs":[-0.2],"top_logprobs":[{"!":-0.2}],"text_offset":[9]},"finish_reason":"stop"}`),
 		"[DONE]",
 	}
-	body := assembledBody(t, upstream.CompletionsPath, stream)
-	var got openai.CompletionResponse
+	body := assembledBody(t, openai.CompletionsPath, stream)
+	var got goopenai.CompletionResponse
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatal(err)
 	}
-	want := openai.LogprobResult{
+	want := goopenai.LogprobResult{
 		Tokens:        []string{"Hi", "!"},
 		TokenLogprobs: []float32{-0.1, -0.2},
 		TopLogprobs:   []map[string]float32{{"Hi": -0.1}, {"!": -0.2}},
@@ -356,7 +357,7 @@ func TestAssemblerIncomplete(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := upstream.NewAssembler(upstream.ChatCompletionsPath)
+			a := openai.NewAssembler(openai.ChatCompletionsPath)
 			var err error
 			for _, d := range tt.give {
 				err = a.Add([]byte(d))
@@ -367,7 +368,7 @@ func TestAssemblerIncomplete(t *testing.T) {
 			if a.Complete() {
 				t.Error("Complete() = true, want false")
 			}
-			if _, err := a.Body(); !errors.Is(err, upstream.ErrIncompleteStream) {
+			if _, err := a.Body(); !errors.Is(err, openai.ErrIncompleteStream) {
 				t.Errorf("Body() error = %v, want ErrIncompleteStream", err)
 			}
 		})
@@ -375,19 +376,19 @@ func TestAssemblerIncomplete(t *testing.T) {
 }
 
 func TestAssemblerErrorEvent(t *testing.T) {
-	a := upstream.NewAssembler(upstream.ChatCompletionsPath)
+	a := openai.NewAssembler(openai.ChatCompletionsPath)
 	err := a.Add([]byte(`{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`))
-	if !errors.Is(err, upstream.ErrErrorEvent) || !strings.Contains(err.Error(), "Rate limit reached") {
+	if !errors.Is(err, openai.ErrErrorEvent) || !strings.Contains(err.Error(), "Rate limit reached") {
 		t.Errorf("Add(error event) = %v, want ErrErrorEvent with the message", err)
 	}
-	if _, err := a.Body(); !errors.Is(err, upstream.ErrErrorEvent) {
+	if _, err := a.Body(); !errors.Is(err, openai.ErrErrorEvent) {
 		t.Errorf("Body() error = %v, want it to wrap the Add error", err)
 	}
 }
 
 func TestAssemblerUnsupportedEndpoint(t *testing.T) {
-	a := upstream.NewAssembler("/embeddings")
-	if err := a.Add([]byte(streamText[0])); !errors.Is(err, upstream.ErrUnsupportedEndpoint) {
+	a := openai.NewAssembler("/embeddings")
+	if err := a.Add([]byte(streamText[0])); !errors.Is(err, openai.ErrUnsupportedEndpoint) {
 		t.Errorf("Add = %v, want ErrUnsupportedEndpoint", err)
 	}
 	if a.Complete() {
@@ -403,10 +404,10 @@ func TestAssemblerUsage(t *testing.T) {
 		wantPrompt, wantCompl int
 		wantOK                bool
 	}{
-		{name: "chat usage chunk", endpoint: upstream.ChatCompletionsPath, give: streamText, wantPrompt: 19, wantCompl: 10, wantOK: true},
-		{name: "chat without usage", endpoint: upstream.ChatCompletionsPath, give: streamRefusal},
-		{name: "completions", endpoint: upstream.CompletionsPath, give: streamCompletion, wantPrompt: 5, wantCompl: 7, wantOK: true},
-		{name: "usage before the end", endpoint: upstream.ChatCompletionsPath, give: streamText[5:6], wantPrompt: 19, wantCompl: 10, wantOK: true},
+		{name: "chat usage chunk", endpoint: openai.ChatCompletionsPath, give: streamText, wantPrompt: 19, wantCompl: 10, wantOK: true},
+		{name: "chat without usage", endpoint: openai.ChatCompletionsPath, give: streamRefusal},
+		{name: "completions", endpoint: openai.CompletionsPath, give: streamCompletion, wantPrompt: 5, wantCompl: 7, wantOK: true},
+		{name: "usage before the end", endpoint: openai.ChatCompletionsPath, give: streamText[5:6], wantPrompt: 19, wantCompl: 10, wantOK: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -460,7 +461,7 @@ func TestAssemblerTolerates(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			body := assembledBody(t, upstream.ChatCompletionsPath, tt.give)
+			body := assembledBody(t, openai.ChatCompletionsPath, tt.give)
 			var got struct{ Choices json.RawMessage }
 			if err := json.Unmarshal(body, &got); err != nil {
 				t.Fatal(err)
@@ -475,7 +476,7 @@ func TestAssemblerTolerates(t *testing.T) {
 // TestAssemblerCopiesData checks that Add keeps nothing of its argument:
 // EventReader reuses its buffer for the next event.
 func TestAssemblerCopiesData(t *testing.T) {
-	a := upstream.NewAssembler(upstream.ChatCompletionsPath)
+	a := openai.NewAssembler(openai.ChatCompletionsPath)
 	buf := make([]byte, 0, 4096)
 	for _, d := range streamTools {
 		buf = append(buf[:0], d...)
@@ -490,7 +491,7 @@ func TestAssemblerCopiesData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := assembledBody(t, upstream.ChatCompletionsPath, streamTools); !bytes.Equal(got, want) {
+	if want := assembledBody(t, openai.ChatCompletionsPath, streamTools); !bytes.Equal(got, want) {
 		t.Errorf("Body() after buffer reuse =\n%s\nwant\n%s", got, want)
 	}
 }
@@ -505,11 +506,11 @@ func FuzzAssemblerAdd(f *testing.F) {
 	f.Add(false, []byte(strings.Join(streamCompletion, "\n")))
 	f.Add(true, []byte(`{"choices":[{"index":-9223372036854775808,"delta":{"tool_calls":[{"index":9223372036854775807}]},"finish_reason":"x"}]}`+"\n[DONE]"))
 	f.Fuzz(func(t *testing.T, chat bool, data []byte) {
-		endpoint := upstream.CompletionsPath
+		endpoint := openai.CompletionsPath
 		if chat {
-			endpoint = upstream.ChatCompletionsPath
+			endpoint = openai.ChatCompletionsPath
 		}
-		a := upstream.NewAssembler(endpoint)
+		a := openai.NewAssembler(endpoint)
 		for line := range bytes.SplitSeq(data, []byte{'\n'}) {
 			_ = a.Add(line) // errors are expected; panics are not
 		}
@@ -521,13 +522,13 @@ func FuzzAssemblerAdd(f *testing.F) {
 		if err != nil || !json.Valid(body) {
 			t.Fatalf("complete stream: Body() = %q, %v", body, err)
 		}
-		events, err := upstream.Replay(endpoint, body, true)
+		events, err := openai.Replay(endpoint, body, true)
 		if err != nil {
 			t.Fatalf("Replay(%s): %v", body, err)
 		}
-		b := upstream.NewAssembler(endpoint)
+		b := openai.NewAssembler(endpoint)
 		for _, ev := range events {
-			if err := b.Add(upstream.Data(ev)); err != nil {
+			if err := b.Add(sse.Data(ev)); err != nil {
 				t.Fatalf("re-Add(%q): %v", ev, err)
 			}
 		}
@@ -570,7 +571,7 @@ func BenchmarkAssemble50(b *testing.B) {
 	b.SetBytes(int64(n))
 	b.ReportAllocs()
 	for b.Loop() {
-		a := upstream.NewAssembler(upstream.ChatCompletionsPath)
+		a := openai.NewAssembler(openai.ChatCompletionsPath)
 		for _, d := range stream {
 			if err := a.Add(d); err != nil {
 				b.Fatal(err)

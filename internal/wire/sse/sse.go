@@ -1,4 +1,8 @@
-package upstream
+// Package sse reads Server-Sent Events as the model APIs send them: whole
+// events as raw bytes (so they can be relayed unchanged) and their data.
+// Every API Corral serves streams this way; what the events mean is each
+// wire format's business (internal/wire/...).
+package sse
 
 import (
 	"bufio"
@@ -11,7 +15,7 @@ import (
 const MaxEventBytes = 4 << 20
 
 // ErrEventTooLarge is returned by EventReader for an event over MaxEventBytes.
-var ErrEventTooLarge = errors.New("upstream: SSE event too large")
+var ErrEventTooLarge = errors.New("sse: event too large")
 
 // EventReader reads Server-Sent Events one whole event at a time.
 type EventReader struct {
@@ -88,16 +92,4 @@ func Data(event []byte) []byte {
 		n++
 	}
 	return out
-}
-
-// IsDone reports whether data is the OpenAI end-of-stream marker.
-func IsDone(data []byte) bool { return string(data) == "[DONE]" }
-
-// ErrorEvent frames an OpenAI-shaped error body as an SSE event, for a
-// stream that breaks after its headers were sent.
-func ErrorEvent(body []byte) []byte {
-	ev := make([]byte, 0, len(body)+8)
-	ev = append(ev, "data: "...)
-	ev = append(ev, body...)
-	return append(ev, "\n\n"...)
 }

@@ -1,6 +1,11 @@
-package cache
+// Package entry is the stored answer every cache store holds and the
+// request path serves: a leaf (standard library only), so the flight layer
+// (internal/coalesce) and the wire formats use it without importing a
+// store or Redis. internal/cache aliases it as cache.Entry.
+package entry
 
 import (
+	"errors"
 	"net/http"
 	"time"
 )
@@ -28,6 +33,10 @@ type Entry struct {
 	PromptTokens     int
 	CompletionTokens int
 }
+
+// ErrNotCacheable means a store's Set refused the entry (nil, empty body,
+// ttl <= 0, or larger than a Memory store's MaxBytes); nothing was stored.
+var ErrNotCacheable = errors.New("cache: not cacheable")
 
 // Age is how long ago the entry was stored, never negative (clocks of two
 // gateway instances may disagree by a little).

@@ -1,4 +1,4 @@
-package coalesce
+package flight
 
 import (
 	"context"
