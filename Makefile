@@ -15,8 +15,8 @@ test: ## vet, race-enabled tests, then every benchmark once so they stay runnabl
 	$(GO) test -race -count=1 -timeout 10m $(PKGS)
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 5m $(PKGS)
 
-bench: ## load harness (bench/): gateway, mock, Redis and a bare proxy as pinned processes; ~4 min; BENCHFLAGS=-quick for ~1 min
-	$(GO) run ./bench/cmd/corralbench $(BENCHFLAGS)
+bench: ## load harness (cmd/corralbench, internal/bench): gateway, mock, Redis and a bare proxy as pinned processes; ~4 min; BENCHFLAGS=-quick for ~1 min
+	$(GO) run ./cmd/corralbench $(BENCHFLAGS)
 
 bench-micro: ## go test micro benchmarks with allocations
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 15m $(PKGS)

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/cache/entry"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/negcache"
 	"github.com/corralhq/corral/internal/upstream"
@@ -51,7 +51,7 @@ func (c caller) Call(ctx context.Context, req *coalesce.Request) (*coalesce.Resp
 	return &coalesce.Response{
 		Status:      resp.StatusCode,
 		Header:      h,
-		Kept:        cache.KeepHeaders(resp.Header),
+		Kept:        entry.KeepHeaders(resp.Header),
 		EventStream: isEventStream(resp.Header),
 		Body:        resp.Body,
 		Changed:     changed,

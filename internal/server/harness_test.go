@@ -180,3 +180,8 @@ func (h *harness) seenHeaders() []http.Header {
 
 // groupFor is the tenant's flight group, for tests that count joins.
 func (s *Server) groupFor(id string) coalesce.GroupStats { return s.flights.Group(id) }
+
+var (
+	_ Store = (*cache.Memory)(nil)
+	_ Store = (*cache.Redis)(nil)
+)

@@ -8,14 +8,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/cache/entry"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/ratelimit"
 )
 
 // serveEntry answers from a complete entry: as JSON, or replayed as an
 // event stream when the client asked for one.
-func (s *Server) serveEntry(w http.ResponseWriter, c *call, e *cache.Entry, source string, stored bool) {
+func (s *Server) serveEntry(w http.ResponseWriter, c *call, e *entry.Entry, source string, stored bool) {
 	h := w.Header()
 	maps.Copy(h, e.Header)
 	setCacheHeaders(h, source, e, stored, c.ctl, s.now())

@@ -22,7 +22,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/corralhq/corral/internal/breaker"
-	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/ratelimit"
@@ -102,11 +101,6 @@ type Store interface {
 	Delete(ctx context.Context, keys ...string) error
 	DeletePattern(ctx context.Context, pattern string) (int, error)
 }
-
-var (
-	_ Store = (*cache.Memory)(nil)
-	_ Store = (*cache.Redis)(nil)
-)
 
 // UsageRecorder keeps per-tenant usage counters (internal/usage).
 type UsageRecorder interface {

@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/corralhq/corral/bench"
+	"github.com/corralhq/corral/internal/bench"
 )
 
 func main() {
@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("corralbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "smoke run: every scenario with small numbers (about a minute)")
-	out := fs.String("out", "bench/results/latest.json", "JSON report path; empty: none")
+	out := fs.String("out", "internal/bench/results/latest.json", "JSON report path; empty: none")
 	label := fs.String("label", "", "free text stored in the report, e.g. what was measured")
 	scenarios := fs.String("scenarios", "", "comma-separated subset of "+strings.Join(bench.AllScenarios, ","))
 	reps := fs.Int("reps", 0, "repetitions of every side of a comparison (default 3)")
@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	pin := fs.Bool("pin", true, "pin processes with taskset when it exists: proxy under test on CPU 0, load, mock and Redis on CPU 1")
 	src := fs.String("src", "", "module root to build cmd/gateway and cmd/mockllm from (default: the one above the working directory)")
 	pprofOn := fs.Bool("pprof", false, "serve net/http/pprof from every gateway (CORRAL_PPROF_ADDR) and save a CPU and an allocs profile of each measured load run against a gateway into -pprof-dir")
-	pprofDir := fs.String("pprof-dir", "bench/results/pprof", "where -pprof saves profiles (with the gateway binary, for go tool pprof)")
+	pprofDir := fs.String("pprof-dir", "internal/bench/results/pprof", "where -pprof saves profiles (with the gateway binary, for go tool pprof)")
 	timeout := fs.Duration("timeout", 15*time.Minute, "stop everything after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
