@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/mockllm"
@@ -96,6 +97,40 @@ func TestDistributedWiring(t *testing.T) {
 	}
 	if v := ready(); v["redis"] != "unreachable" {
 		t.Errorf("/readyz during the outage = %v; want redis unreachable", v)
+	}
+
+	// An idle instance (no request touches Redis from here on) sees Redis
+	// back through the breaker's background probe, within its interval
+	// (1s), in /readyz and in corral_redis_up.
+	redisUp := func() string {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer adm")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "corral_redis_up "); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		return ""
+	}
+	if up := redisUp(); up != "0" {
+		t.Errorf("corral_redis_up during the outage = %q; want 0", up)
+	}
+	rs.Restart()
+	back := time.Now()
+	for ready()["redis"] != "ok" || redisUp() != "1" {
+		if time.Since(back) > 5*time.Second {
+			t.Fatalf("an idle instance did not see Redis back within 5s: /readyz %v, corral_redis_up %s", ready(), redisUp())
+		}
+		time.Sleep(20 * time.Millisecond) // polling what an operator's probe would see
+	}
+	if d := time.Since(back); d > 3*time.Second {
+		t.Errorf("Redis reported back after %v; want within the probe interval (1s) and a reconnect", d)
 	}
 }
 
