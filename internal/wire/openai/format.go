@@ -23,7 +23,7 @@ const EmbeddingsPath = "/embeddings"
 // drops stream, stream_options, user, metadata and store) and OpenAI's
 // token estimate.
 func (Format) Parse(tenant, endpoint string, body []byte) (wire.Facts, error) {
-	r, err := keying.Parse(tenant, endpoint, body)
+	r, err := keying.ParseWith(keying.OpenAI, tenant, endpoint, body)
 	if err != nil {
 		return wire.Facts{}, err
 	}
