@@ -31,20 +31,11 @@ func TestDistributedWiring(t *testing.T) {
 	if err := os.WriteFile(file, []byte("tenants:\n  - id: acme\n    keys: [{sha256: \""+tenant.HashKey("sk-wired")+"\"}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load([]string{
-		"CORRAL_REDIS_URL=" + rs.URL(),
-		"CORRAL_UPSTREAM_URL=" + mock.URL + "/v1",
-		"CORRAL_TENANTS_FILE=" + file,
-		"CORRAL_ADMIN_TOKEN=adm",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Close)
+	gw := mustGateway(t,
+		"CORRAL_REDIS_URL="+rs.URL(),
+		"CORRAL_UPSTREAM_URL="+mock.URL+"/v1",
+		"CORRAL_TENANTS_FILE="+file,
+		"CORRAL_ADMIN_TOKEN=adm")
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
 
@@ -135,18 +126,26 @@ func TestDistributedWiring(t *testing.T) {
 }
 
 func TestEmbeddedReadyz(t *testing.T) {
-	cfg, err := config.Load(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Close)
+	gw := mustGateway(t)
 	rec := httptest.NewRecorder()
 	gw.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, `"mode":"embedded"`) || !strings.Contains(body, `"redis":"disabled"`) {
 		t.Errorf("/readyz = %d %s", rec.Code, body)
 	}
+}
+
+// mustGateway wires a gateway from the environment env, closed with the
+// test.
+func mustGateway(tb testing.TB, env ...string) *gateway {
+	tb.Helper()
+	cfg, err := config.Load(env)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(gw.Close)
+	return gw
 }

@@ -170,14 +170,9 @@ func (h *harness) burst(ctx context.Context, cfg *stampedeConfig, hdr http.Heade
 		if a.at.After(last) {
 			last = a.at
 		}
-		if a.err != nil {
-			b.Answers["error"]++
-			if b.FirstError == "" {
-				b.FirstError = a.err.Error()
-			}
+		if !countAnswer(b.Answers, &b.FirstError, a.cache, a.err) {
 			continue
 		}
-		b.Answers[a.cache]++
 		if a.cache == "MISS" {
 			leader = i
 		}
@@ -274,4 +269,18 @@ func joinComma(s []string) string {
 		out += p
 	}
 	return out
+}
+
+// countAnswer counts one answer by its X-Corral-Cache value, or as "error"
+// keeping the first error's text; it reports whether an answer came.
+func countAnswer(answers map[string]int, firstErr *string, cache string, err error) bool {
+	if err != nil {
+		answers["error"]++
+		if *firstErr == "" {
+			*firstErr = err.Error()
+		}
+		return false
+	}
+	answers[cache]++
+	return true
 }

@@ -141,14 +141,9 @@ func (h *harness) followers(ctx context.Context, hdr http.Header, nonce int64) e
 				}
 			}
 			for j, g := range got {
-				if g.err != nil {
-					a.answers["error"]++
-					if a.firstErr == "" {
-						a.firstErr = g.err.Error()
-					}
+				if !countAnswer(a.answers, &a.firstErr, g.cache, g.err) {
 					continue
 				}
-				a.answers[g.cache]++
 				if j == leader {
 					a.lt, a.ltotal = append(a.lt, g.ttfb), append(a.ltotal, g.latency)
 					continue

@@ -158,12 +158,12 @@ func (b *Breaker) Run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		select {
+		case <-t.C:
 		case <-ctx.Done():
 			return
-		case <-t.C:
 		}
 		if b.Healthy() {
-			continue
+			continue // nothing to probe: requests report on Redis themselves
 		}
 		pctx, cancel := context.WithTimeout(ctx, b.o.ProbeInterval)
 		err := b.o.Probe(pctx)

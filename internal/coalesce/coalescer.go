@@ -218,6 +218,21 @@ func (f *Flight) Leader() bool { return f.leader }
 // (the upstream's, or another instance's live stream).
 func (f *Flight) Streaming() <-chan struct{} { return f.f.Value().streaming }
 
+// IsStreaming reports that Streaming is closed, without waiting.
+func (f *Flight) IsStreaming() bool { return closed(f.f.Value().streaming) }
+
+// Ended reports that Done is closed, without waiting.
+func (f *Flight) Ended() bool { return closed(f.f.Done()) }
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+	default:
+		return false
+	}
+	return true
+}
+
 // Header is the stream's response header; valid once Streaming is closed.
 func (f *Flight) Header() map[string][]string { return f.f.Value().header }
 

@@ -64,14 +64,9 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, req *request,
 		for i := range replies {
 			replies[i] = reply
 		}
-		return s.stream(w, r, &streamSpec{
-			chat:         true,
-			id:           id,
-			model:        req.Model,
-			replies:      replies,
-			includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-			usage:        u,
-		}, pl)
+		spec := req.streamSpec(id, replies, u)
+		spec.chat = true
+		return s.stream(w, r, spec, pl)
 	}
 
 	c := chatCompletion{

@@ -53,13 +53,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, req *re
 	id := "cmpl-" + hash
 
 	if req.Stream {
-		return s.stream(w, r, &streamSpec{
-			id:           id,
-			model:        req.Model,
-			replies:      replies,
-			includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-			usage:        u,
-		}, pl)
+		return s.stream(w, r, req.streamSpec(id, replies, u), pl)
 	}
 
 	c := textCompletion{

@@ -53,6 +53,13 @@ func chatBody(text string) string {
 // robin, and returns every answer.
 func burst(bases []string, n int, key, body string, hdr ...string) []answer {
 	out := make([]answer, n)
+	atOnce(n, func(i int) { out[i] = send(context.Background(), bases[i%len(bases)], key, body, hdr...) })
+	return out
+}
+
+// atOnce runs f(0) … f(n-1) in n goroutines released together, and waits
+// for them all.
+func atOnce(n int, f func(i int)) {
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
@@ -60,12 +67,11 @@ func burst(bases []string, n int, key, body string, hdr ...string) []answer {
 		go func() {
 			defer wg.Done()
 			<-start
-			out[i] = send(context.Background(), bases[i%len(bases)], key, body, hdr...)
+			f(i)
 		}()
 	}
 	close(start)
 	wg.Wait()
-	return out
 }
 
 // countCache tallies X-Corral-Cache values and checks every answer is a 200

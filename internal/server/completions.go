@@ -152,7 +152,7 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	// A streamed answer is followed from its record even when the flight
 	// has already ended: the record holds the whole stream as it came.
-	if c.facts.Stream && isClosed(f.Streaming()) {
+	if c.facts.Stream && f.IsStreaming() {
 		source := f.StreamSource()
 		rec.cache = sourceName(source)
 		if s.followStream(w, r, c, f, rec.cache) {
@@ -198,7 +198,7 @@ func (s *Server) account(rec *logRecord, tenantID string, f *coalesce.Flight, so
 	switch source {
 	case coalesce.Miss:
 		rec.prompt, rec.completion = e.PromptTokens, e.CompletionTokens
-		if isClosed(f.Done()) { // the upstream time is known when the flight ends
+		if f.Ended() { // the upstream time is known when the flight ends
 			done, _ := f.Result()
 			rec.upstreamMS = float64(done.Upstream.Microseconds()) / 1000
 		}
@@ -215,13 +215,4 @@ func (s *Server) account(rec *logRecord, tenantID string, f *coalesce.Flight, so
 // timeout may wrap a deadline too, but it is an upstream error.
 func abandoned(err error) bool {
 	return upstream.KindOf(err) == 0 && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

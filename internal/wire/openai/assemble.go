@@ -129,19 +129,27 @@ type chunkChoice struct {
 	FinishReason string         `json:"finish_reason"` // null reads as ""
 }
 
-// chunkDelta is a chat delta. Content and refusal need no pointer: null
-// and "" both add nothing.
-type chunkDelta struct {
+// messageParts are the fields a chat message (stored) and a chat delta
+// (streamed) share: the completion's shape, declared once.
+type messageParts struct {
 	Role             string           `json:"role"`
-	Content          string           `json:"content"`
 	ReasoningContent string           `json:"reasoning_content"`
 	Refusal          string           `json:"refusal"`
 	Annotations      json.RawMessage  `json:"annotations"`
-	ToolCalls        []toolCallDelta  `json:"tool_calls"`
+	ToolCalls        []toolCall       `json:"tool_calls"`
 	FunctionCall     *functionPayload `json:"function_call"`
 }
 
-type toolCallDelta struct {
+// chunkDelta is a chat delta. Content and refusal need no pointer: null
+// and "" both add nothing.
+type chunkDelta struct {
+	messageParts
+	Content string `json:"content"`
+}
+
+// toolCall is a tool call of a message, or a piece of one in a delta
+// (which carries its index).
+type toolCall struct {
 	Index    *int            `json:"index"`
 	ID       string          `json:"id"`
 	Type     string          `json:"type"`
@@ -324,7 +332,7 @@ func (st *choiceState) addDelta(d *chunkDelta) {
 // index carries id, type and name, later ones argument fragments. A delta
 // without an index (seen from some OpenAI-compatible servers) starts a new
 // call when it has an id and continues the last one otherwise.
-func (st *choiceState) addToolCall(tc *toolCallDelta) {
+func (st *choiceState) addToolCall(tc *toolCall) {
 	var t *toolState
 	switch {
 	case tc.Index != nil:
@@ -508,19 +516,8 @@ func (st *choiceState) appendChat(b []byte) []byte {
 		b = append(b, `,"function_call":`...)
 		b = appendFunction(b, st.fn)
 	}
-	b = append(b, `},"logprobs":`...)
-	if st.lpSeen {
-		b = append(b, `{"content":`...)
-		b = appendArrayOrNull(b, st.lpContent, st.lpContentSeen)
-		b = append(b, `,"refusal":`...)
-		b = appendArrayOrNull(b, st.lpRefusal, st.lpRefusalSeen)
-		b = append(b, '}')
-	} else {
-		b = append(b, "null"...)
-	}
-	b = append(b, `,"finish_reason":`...)
-	b = jsonstr.Append(b, st.finish)
-	return append(b, '}')
+	b = append(b, '}')
+	return st.appendTail(b, true)
 }
 
 func (st *choiceState) appendText(b []byte) []byte {
@@ -528,8 +525,23 @@ func (st *choiceState) appendText(b []byte) []byte {
 	b = jsonstr.Append(b, st.content.String())
 	b = append(b, `,"index":`...)
 	b = strconv.AppendInt(b, int64(st.index), 10)
+	return st.appendTail(b, false)
+}
+
+// appendTail ends a choice: its logprobs, in the chat or the legacy
+// completions shape, and its finish_reason.
+func (st *choiceState) appendTail(b []byte, chat bool) []byte {
 	b = append(b, `,"logprobs":`...)
-	if st.lpSeen {
+	switch {
+	case !st.lpSeen:
+		b = append(b, "null"...)
+	case chat:
+		b = append(b, `{"content":`...)
+		b = appendArrayOrNull(b, st.lpContent, st.lpContentSeen)
+		b = append(b, `,"refusal":`...)
+		b = appendArrayOrNull(b, st.lpRefusal, st.lpRefusalSeen)
+		b = append(b, '}')
+	default:
 		b = append(b, `{"tokens":`...)
 		b = appendArrayOrNull(b, st.lpTokens, true)
 		b = append(b, `,"token_logprobs":`...)
@@ -539,8 +551,6 @@ func (st *choiceState) appendText(b []byte) []byte {
 		b = append(b, `,"text_offset":`...)
 		b = appendArrayOrNull(b, st.lpOffset, true)
 		b = append(b, '}')
-	} else {
-		b = append(b, "null"...)
 	}
 	b = append(b, `,"finish_reason":`...)
 	b = jsonstr.Append(b, st.finish)

@@ -37,20 +37,10 @@ type storedChoice struct {
 	FinishReason json.RawMessage `json:"finish_reason"`
 }
 
+// storedMessage is a stored chat message; its content may be null.
 type storedMessage struct {
-	Role             string           `json:"role"`
-	Content          *string          `json:"content"`
-	ReasoningContent string           `json:"reasoning_content"`
-	Refusal          string           `json:"refusal"`
-	Annotations      json.RawMessage  `json:"annotations"`
-	ToolCalls        []storedToolCall `json:"tool_calls"`
-	FunctionCall     *functionPayload `json:"function_call"`
-}
-
-type storedToolCall struct {
-	ID       string          `json:"id"`
-	Type     string          `json:"type"`
-	Function functionPayload `json:"function"`
+	messageParts
+	Content *string `json:"content"`
 }
 
 // Replay renders a stored non-streaming body from endpoint
