@@ -10,15 +10,19 @@ import (
 // replyPrefix starts every derived reply; the rest is the prompt text.
 const replyPrefix = "mock reply to: "
 
-type chatCompletion struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"`
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
-	SystemFingerprint string       `json:"system_fingerprint"`
-	Choices           []chatChoice `json:"choices"`
-	Usage             usage        `json:"usage"`
+// completion is a whole answer of chat completions (C = chatChoice) or
+// legacy completions (C = textChoice).
+type completion[C any] struct {
+	ID                string `json:"id"`
+	Object            string `json:"object"`
+	Created           int64  `json:"created"`
+	Model             string `json:"model"`
+	SystemFingerprint string `json:"system_fingerprint"`
+	Choices           []C    `json:"choices"`
+	Usage             usage  `json:"usage"`
 }
+
+type chatCompletion = completion[chatChoice]
 
 type chatChoice struct {
 	Index        int         `json:"index"`

@@ -6,15 +6,7 @@ import (
 	"net/http"
 )
 
-type textCompletion struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"`
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
-	SystemFingerprint string       `json:"system_fingerprint"`
-	Choices           []textChoice `json:"choices"`
-	Usage             usage        `json:"usage"`
-}
+type textCompletion = completion[textChoice]
 
 type textChoice struct {
 	Text         string    `json:"text"`
