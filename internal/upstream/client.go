@@ -77,6 +77,12 @@ type Request struct {
 	Header http.Header
 	// Body is sent byte for byte.
 	Body []byte
+	// Stream, when set instead of Body, is sent as it is read (a large
+	// upload is never held whole in memory); ContentLength is its length,
+	// -1 when unknown (then it is sent chunked). A streamed request is
+	// never retried: its bytes cannot be read twice.
+	Stream        io.Reader
+	ContentLength int64
 }
 
 // Do sends req and returns the upstream response with its body open; the
@@ -86,7 +92,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*http.Response, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, c.timeout, errTimeout)
 	resp, err := c.send(ctx, req)
 	var de *DialError
-	if errors.As(err, &de) && ctx.Err() == nil {
+	if errors.As(err, &de) && ctx.Err() == nil && req.Stream == nil {
 		// Nothing reached the upstream, so a second try cannot double-bill
 		// a non-idempotent POST; any later failure is never retried.
 		resp, err = c.send(ctx, req)
@@ -115,12 +121,18 @@ func (c *Client) send(ctx context.Context, req Request) (*http.Response, error) 
 	// ContentLength and GetBody, and write headers and body in one
 	// syscall (a wrapped reader costs a second write per call).
 	var body io.Reader
-	if req.Body != nil {
+	switch {
+	case req.Stream != nil:
+		body = io.NopCloser(req.Stream) // the server closes the client's body, not the transport
+	case req.Body != nil:
 		body = bytes.NewReader(req.Body)
 	}
 	hreq, err := http.NewRequestWithContext(ctx, req.Method, u.String(), body)
 	if err != nil {
 		return nil, fmt.Errorf("upstream: build request: %w", err)
+	}
+	if req.Stream != nil {
+		hreq.ContentLength = req.ContentLength
 	}
 	forwardHeader(hreq.Header, req.Header)
 	if c.auth != "" {
