@@ -223,6 +223,7 @@ func jsonRefs(b []byte) (Body, error) {
 	// skip > 0 while inside a value that is skipped whole (metadata, whose
 	// members are the caller's own strings and never references).
 	skip := 0
+	values := 0 // top-level values begun; a second one is trailing data
 	for {
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) {
@@ -237,6 +238,8 @@ func jsonRefs(b []byte) (Body, error) {
 		var top *frame
 		if len(stack) > 0 {
 			top = &stack[len(stack)-1]
+		} else if values++; values > 1 {
+			return Body{}, fmt.Errorf("%w: data after the JSON value", ErrBody)
 		}
 		// A token in an object where a key is expected is a key.
 		if top != nil && !top.array && top.key == "" {
