@@ -64,11 +64,17 @@ var collections = []collection{
 // Route classifies a request by its method and its path below /v1 (as the
 // upstream will see it, already percent-decoded). Paths outside the known
 // collections are None and keep their plain pass-through.
+//
+// Collections match in any letter case (an upstream or a proxy in front of
+// it may route /FILES/x as /files/x); the id keeps its own.
 func Route(method, path string) Access {
 	path = strings.TrimSuffix(path, "/")
 	for _, c := range collections {
-		rest, ok := strings.CutPrefix(path, c.path)
-		if !ok || (rest != "" && rest[0] != '/') {
+		if len(path) < len(c.path) || !strings.EqualFold(path[:len(c.path)], c.path) {
+			continue
+		}
+		rest := path[len(c.path):]
+		if rest != "" && rest[0] != '/' {
 			continue
 		}
 		if rest == "" {
@@ -81,7 +87,7 @@ func Route(method, path string) Access {
 			return Access{Op: Action, Kind: c.kind}
 		}
 		seg, tail, _ := strings.Cut(rest[1:], "/")
-		if op, ok := c.actions[seg]; ok {
+		if op, ok := c.actions[strings.ToLower(seg)]; ok {
 			if method != "POST" {
 				op = Action
 			}

@@ -32,6 +32,9 @@ func TestRoute(t *testing.T) {
 		{"POST", "/containers/cntr_1/files", Access{Op: Object, Kind: "container", ID: "cntr_1"}},
 		{"GET", "/evals/eval_1/runs/run_1", Access{Op: Object, Kind: "eval", ID: "eval_1"}},
 		{"GET", "/assistants/asst_1", Access{Op: Object, Kind: "assistant", ID: "asst_1"}},
+		{"GET", "/FILES/file-abc", Access{Op: Object, Kind: "file", ID: "file-abc"}},
+		{"GET", "/Chat/Completions/X-1", Access{Op: Object, Kind: "chat_completion", ID: "X-1"}},
+		{"GET", "/files/file-abc;x=1", Access{Op: Object, Kind: "file", ID: "file-abc;x=1"}},
 		// Not object paths: a prefix that is not a whole segment, other APIs.
 		{"GET", "/filesystem", Access{Op: None}},
 		{"GET", "/models", Access{Op: None}},

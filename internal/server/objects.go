@@ -97,7 +97,7 @@ func (s *Server) guardObjects(ctx context.Context, t *tenant.Tenant, acc objects
 // a chat completion with store: true.
 func createsObject(acc objects.Access, rel string, found objects.Body) bool {
 	switch {
-	case rel == "/chat/completions":
+	case rel == "/chat/completions" || (acc.Op == objects.Create && acc.Kind == "chat_completion"):
 		return found.Store == objects.StoreTrue
 	case acc.Op != objects.Create:
 		return false
