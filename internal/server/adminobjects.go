@@ -74,5 +74,5 @@ func (s *Server) handleUnassignObject(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errOwnershipUnavailable)
 		return
 	}
-	writeJSON(w, map[string]string{"object": obj, "tenant": id, "deleted": "true"})
+	writeJSON(w, map[string]any{"object": obj, "tenant": id, "deleted": true})
 }
