@@ -50,12 +50,13 @@ type Member struct {
 	coolTill time.Time  // cooling down until then
 }
 
-// Serves reports whether m serves model on api.
+// Serves reports whether m serves model on api. A request that names no
+// model (a file upload, a list) may go to any upstream of its API.
 func (m *Member) Serves(api, model string) bool {
 	if m.API != api {
 		return false
 	}
-	if m.Models == nil {
+	if m.Models == nil || model == "" {
 		return true
 	}
 	for _, g := range m.Models {

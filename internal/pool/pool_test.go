@@ -28,7 +28,7 @@ func TestCandidatesRouteByAPIModelAndPriority(t *testing.T) {
 	p := New([]*Member{
 		{Name: "azure", API: "openai", Models: []string{"gpt-4o*"}, Priority: 1, Weight: 1},
 		{Name: "openai-a", API: "openai", Models: []string{"gpt-4o*", "o3"}, Priority: 0, Weight: 1},
-		{Name: "vllm", API: "openai", Models: []string{"llama-*"}, Weight: 1},
+		{Name: "vllm", API: "openai", Models: []string{"llama-*"}, Priority: 2, Weight: 1},
 		{Name: "claude", API: "anthropic", Weight: 1},
 	}, Options{Seed: 1})
 	tests := []struct {
@@ -42,6 +42,7 @@ func TestCandidatesRouteByAPIModelAndPriority(t *testing.T) {
 		{"openai", "o3-mini", nil, false},
 		{"anthropic", "claude-sonnet-4-5", []string{"claude"}, true},
 		{"anthropic", "gpt-4o", []string{"claude"}, true}, // no globs: every model
+		{"openai", "", []string{"openai-a", "azure", "vllm"}, true}, // no model: any upstream of the API
 	}
 	for _, tt := range tests {
 		got, matched := p.Candidates(tt.api, tt.model)
