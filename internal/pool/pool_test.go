@@ -41,7 +41,7 @@ func TestCandidatesRouteByAPIModelAndPriority(t *testing.T) {
 		{"openai", "llama-3-70b", []string{"vllm"}, true},
 		{"openai", "o3-mini", nil, false},
 		{"anthropic", "claude-sonnet-4-5", []string{"claude"}, true},
-		{"anthropic", "gpt-4o", []string{"claude"}, true}, // no globs: every model
+		{"anthropic", "gpt-4o", []string{"claude"}, true},           // no globs: every model
 		{"openai", "", []string{"openai-a", "azure", "vllm"}, true}, // no model: any upstream of the API
 	}
 	for _, tt := range tests {

@@ -45,7 +45,7 @@ type Client struct {
 	auth     string // its value ("Bearer <key>" or the key); "" sends none
 	extra    http.Header
 	timeout  time.Duration
-	hc      *http.Client
+	hc       *http.Client
 }
 
 // New returns a client for opts.
