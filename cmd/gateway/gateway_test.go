@@ -126,7 +126,7 @@ func TestDistributedWiring(t *testing.T) {
 }
 
 func TestEmbeddedReadyz(t *testing.T) {
-	gw := mustGateway(t)
+	gw := mustGateway(t, "CORRAL_DATA_DIR="+t.TempDir())
 	rec := httptest.NewRecorder()
 	gw.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, `"mode":"embedded"`) || !strings.Contains(body, `"redis":"disabled"`) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/coalesce/flight"
+	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
@@ -23,6 +24,7 @@ type call struct {
 	body     []byte
 	facts    wire.Facts
 	ctl      controls
+	stored   *recorder // records this tenant's stored completion, when it asked for one
 }
 
 // handleModelCall serves a cached and coalesced endpoint of format
@@ -56,7 +58,24 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 			writeError(w, errModelNotAllowed(facts.Model))
 			return
 		}
+		// Stored objects: a prompt may name files (file parts) and a chat
+		// completion with store: true creates one. Both are checked before
+		// anything is served or forwarded; answers with store: true are
+		// recorded for this tenant whichever way they are served.
+		found, aerr := objectRefs(r, body)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		creates := createsObject(objects.Access{}, endpoint, found)
+		if _, aerr := s.guardObjects(r.Context(), t, objects.Access{}, found, creates); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
 		c := &call{t: t, format: format, endpoint: endpoint, body: body, facts: facts, ctl: ctl}
+		if creates {
+			c.stored = s.newRecorder(r.Context(), t, true)
+		}
 		if !t.Cache || ctl.noStore {
 			s.serveBypass(w, r, c)
 			return
@@ -65,6 +84,7 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 			rec.cache = sourceName(out.Source)
 			if out.Source == coalesce.Hit {
 				rec.saved = out.Entry.PromptTokens + out.Entry.CompletionTokens
+				c.stored.entry(out.Entry)
 			}
 			s.tokenHeaders(r.Context(), t, w.Header())
 			s.serveEntry(w, c, out.Entry, rec.cache, false)
@@ -86,7 +106,12 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 			return
 		}
 	}
-	s.forward(w, r, upstream.Request{Method: http.MethodPost, Path: c.endpoint, Header: r.Header, Body: c.body})
+	req := upstream.Request{Method: http.MethodPost, Path: c.endpoint, Header: r.Header, Body: c.body}
+	if c.stored != nil {
+		s.forwardObjects(w, r, c.t, req, objects.Access{}, true)
+		return
+	}
+	s.forward(w, r, req)
 }
 
 // flightRequest is what this request contributes to its prompt's flight,
@@ -156,7 +181,7 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call) {
 		source := f.StreamSource()
 		rec.cache = sourceName(source)
 		if s.followStream(w, r, c, f, rec.cache) {
-			s.account(rec, c.t.ID, f, source, f.Streamed(), joined)
+			s.account(rec, c, f, source, f.Streamed(), joined)
 		}
 		return
 	}
@@ -170,7 +195,7 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call) {
 	out, err := f.Result()
 	source := f.Source(out)
 	rec.cache = sourceName(source)
-	s.account(rec, c.t.ID, f, source, out, joined)
+	s.account(rec, c, f, source, out, joined)
 	switch {
 	case out.Entry != nil:
 		s.serveEntry(w, c, out.Entry, rec.cache, out.Stored && f.Leader())
@@ -190,11 +215,12 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call) {
 }
 
 // account notes what this request cost or saved once its answer is known.
-func (s *Server) account(rec *logRecord, tenantID string, f *coalesce.Flight, source coalesce.Source, out coalesce.Outcome, joined time.Time) {
+func (s *Server) account(rec *logRecord, c *call, f *coalesce.Flight, source coalesce.Source, out coalesce.Outcome, joined time.Time) {
 	e := out.Entry
 	if e == nil || e.Status != http.StatusOK {
 		return
 	}
+	c.stored.entry(e)
 	switch source {
 	case coalesce.Miss:
 		rec.prompt, rec.completion = e.PromptTokens, e.CompletionTokens
@@ -204,7 +230,7 @@ func (s *Server) account(rec *logRecord, tenantID string, f *coalesce.Flight, so
 		}
 	case coalesce.Coalesced:
 		rec.saved = e.PromptTokens + e.CompletionTokens
-		s.metrics.Coalesced(tenantID, time.Since(joined))
+		s.metrics.Coalesced(c.t.ID, time.Since(joined))
 	default:
 		rec.saved = e.PromptTokens + e.CompletionTokens
 	}

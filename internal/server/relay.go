@@ -23,7 +23,26 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // copied as it arrives; a body of unknown length is flushed after every
 // read, as httputil.ReverseProxy does, so a slow or chunked body reaches
 // the client as it comes.
-func (s *Server) relay(w http.ResponseWriter, r *http.Request, format wire.Format, resp *http.Response) {
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+	s.relayWith(w, r, resp, relayOptions{})
+}
+
+// relayOptions adjust a relay for the API behind it.
+type relayOptions struct {
+	// format is the API's wire format (default: errorFormat's).
+	format wire.Format
+	// onEvent sees each relayed event's data, the final event's excepted
+	// (nil: none).
+	onEvent func(data []byte)
+	// endsAtEOF: the stream's end is the end of the body (the Responses
+	// API sends no [DONE]), not a cut.
+	endsAtEOF bool
+}
+
+func (s *Server) relayWith(w http.ResponseWriter, r *http.Request, resp *http.Response, o relayOptions) {
+	if o.format == nil {
+		o.format = errorFormat
+	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		recordFrom(r.Context()).err = "upstream answered " + resp.Status
 		writeError(w, errUpstreamAuth)
@@ -31,7 +50,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, format wire.Forma
 	}
 	upstream.CopyResponseHeader(w.Header(), resp.Header)
 	if isEventStream(resp.Header) && resp.StatusCode == http.StatusOK {
-		s.relayEvents(w, r, format, resp.Body)
+		s.relayEvents(w, r, resp.Body, o)
 		return
 	}
 	w.WriteHeader(resp.StatusCode)
@@ -68,15 +87,15 @@ func (fw flushWriter) Write(p []byte) (int, error) {
 // relayEvents relays SSE events as they arrive. A stream that breaks or
 // ends without its final event gets the format's error event before it is
 // closed, so SDKs report an error rather than a silently short answer.
-func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, format wire.Format, body io.Reader) {
-	ew := s.startEvents(w, format)
+func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Reader, o relayOptions) {
+	ew := s.startEvents(w, o.format)
 	defer ew.close()
 	er := sse.NewEventReader(body)
 	done := false
 	for {
 		ev, err := er.Next()
 		if err != nil {
-			if errors.Is(err, io.EOF) && done {
+			if errors.Is(err, io.EOF) && (done || o.endsAtEOF) {
 				return
 			}
 			if r.Context().Err() != nil {
@@ -90,8 +109,10 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, format wire
 			ew.fail(err)
 			return
 		}
-		if format.IsEnd(ev) {
+		if o.format.IsEnd(ev) {
 			done = true
+		} else if o.onEvent != nil {
+			o.onEvent(sse.Data(ev))
 		}
 		if !ew.send(nil, ev) {
 			return // client gone; returning cancels the upstream call

@@ -15,7 +15,7 @@ func TestProxyFlushesBodyOfUnknownLength(t *testing.T) {
 	h := newHarness(t, func(o *harnessOptions) {
 		o.wrapUpstream = func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path != "/v1/files/file-1/content" {
+				if r.URL.Path != "/v1/organization/usage" {
 					next.ServeHTTP(w, r)
 					return
 				}
@@ -30,7 +30,7 @@ func TestProxyFlushesBodyOfUnknownLength(t *testing.T) {
 			})
 		}
 	})
-	req, _ := http.NewRequest(http.MethodGet, h.gw.URL+"/v1/files/file-1/content", nil)
+	req, _ := http.NewRequest(http.MethodGet, h.gw.URL+"/v1/organization/usage", nil)
 	req.Header.Set("Authorization", "Bearer "+acmeKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/corralhq/corral/internal/breaker"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/metrics"
+	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
@@ -89,6 +90,10 @@ type Options struct {
 	// Reload re-reads the tenants file for POST /admin/reload and SIGHUP.
 	// nil means reload is not available.
 	Reload func() (*tenant.Registry, error)
+	// Objects records which tenant owns which stored object (files,
+	// batches, stored responses, ...). Default: in memory, which a restart
+	// forgets; cmd/gateway wires Redis or a bbolt file.
+	Objects *objects.Registry
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -128,6 +133,7 @@ type Server struct {
 	reload     func() (*tenant.Registry, error)
 	reloadMu   sync.Mutex  // serialises reloads
 	noSplice   atomic.Bool // the upstream rejected the prepared body once (stream_options)
+	objects    *objects.Registry
 	now        func() time.Time
 }
 
@@ -149,7 +155,11 @@ func New(o Options) (*Server, error) {
 		usage:      o.Usage,
 		adminToken: o.AdminToken,
 		reload:     o.Reload,
+		objects:    o.Objects,
 		now:        o.Now,
+	}
+	if s.objects == nil {
+		s.objects = objects.NewRegistry(objects.NewMemory(0), objects.RegistryOptions{Logger: o.Logger})
 	}
 	if s.now == nil {
 		s.now = time.Now
