@@ -1,4 +1,4 @@
-// Package coalesce makes concurrent identical requests share one piece of
+// Package flight makes concurrent identical requests share one piece of
 // work: the first caller for a key starts it, later callers join it, and
 // everyone gets the same result.
 //
@@ -13,8 +13,9 @@
 // events that each waiter reads with its own cursor, so followers see a
 // stream live and a slow reader slows nobody else.
 //
-// The package imports only the standard library; the cross-instance part
-// (the Redis lock and the done bus) lives in coalesce/redislock.
+// It is the stdlib-only leaf beneath internal/coalesce, as singleflight is
+// beneath groupcache: the cross-instance protocol built on it (lock, done
+// bus, live streams, takeover) is coalesce's.
 package flight
 
 import (
