@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/corralhq/corral/internal/cache/entry"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/wire/openai"
@@ -322,4 +323,45 @@ func TestUpstreamAuthIsTyped(t *testing.T) {
 	if out, err := result(t, f); !errors.Is(err, coalesce.ErrUpstreamAuth) || out.Entry != nil {
 		t.Errorf("401: %+v, %v; want ErrUpstreamAuth", out, err)
 	}
+}
+
+// BenchmarkLookupHit is the hit path's flight-layer share: one store
+// read, in parallel.
+func BenchmarkLookupHit(b *testing.B) {
+	cl := newCluster()
+	_ = cl.Set(context.Background(), responseKey, &entry.Entry{Status: 200, Body: []byte(answer)}, time.Hour)
+	co, err := coalesce.New(coalesce.Options{Store: cl, Caller: &caller{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := request(false)()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			if _, ok := co.Lookup(ctx, req); !ok {
+				b.Error("miss")
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkJoinShared is a flight joined by many callers at once; the
+// upstream answers at once.
+func BenchmarkJoinShared(b *testing.B) {
+	co, err := coalesce.New(coalesce.Options{Store: newCluster(), Caller: &caller{call: func(context.Context, *coalesce.Request) (*coalesce.Response, error) {
+		return jsonAnswer(answer), nil
+	}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			f := co.Join("acme", hash, request(false))
+			<-f.Done()
+			f.Leave()
+		}
+	})
 }

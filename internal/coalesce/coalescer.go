@@ -91,7 +91,7 @@ func (c *Coalescer) Lookup(ctx context.Context, req *Request) (out Outcome, ok b
 	if req.NoCache || (req.Stream && c.readsWithLock(req)) {
 		return Outcome{}, false
 	}
-	e, neg := c.lookup(ctx, req, req.MinStoredAt)
+	e, neg := c.lookup(ctx, keying.Name(req.Tenant, req.Hash, keying.Response), negcache.Key(req.Tenant, req.Hash), req.MinStoredAt)
 	if e == nil {
 		return Outcome{}, false
 	}
@@ -100,11 +100,11 @@ func (c *Coalescer) Lookup(ctx context.Context, req *Request) (out Outcome, ok b
 
 // lookup reads a prompt's positive and negative entries in one round trip
 // and returns the one to serve (negcache.Pick). A store failure is a miss.
-func (c *Coalescer) lookup(ctx context.Context, req *Request, minStoredAt time.Time) (e *entry.Entry, negative bool) {
+func (c *Coalescer) lookup(ctx context.Context, name, negName string, minStoredAt time.Time) (e *entry.Entry, negative bool) {
 	if !c.o.Health.Allow() {
 		return nil, false
 	}
-	es, err := c.o.Store.GetMany(ctx, names(req).entry, names(req).negative)
+	es, err := c.o.Store.GetMany(ctx, name, negName)
 	c.o.Health.Record(err)
 	if err != nil {
 		return nil, false

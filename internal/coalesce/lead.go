@@ -42,7 +42,7 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 	// skipped the lookup on purpose and wants the upstream's answer, unless
 	// it waited for another instance's leader, whose answer is fresh.
 	if (!req.NoCache || l.waited) && !l.checked {
-		if e, neg := c.lookup(ctx, req, req.MinStoredAt); e != nil {
+		if e, neg := c.lookup(ctx, k.entry, k.negative, req.MinStoredAt); e != nil {
 			return Outcome{Entry: e, Source: storedSource(neg, false)}, nil
 		}
 	}
@@ -144,7 +144,7 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 		// a leader exists; keep waiting unless the breaker trips.
 		ch, unwatch := c.watch(k.entry)
 		if !looked {
-			if e, _ := c.lookup(ctx, req, req.MinStoredAt); e != nil {
+			if e, _ := c.lookup(ctx, k.entry, k.negative, req.MinStoredAt); e != nil {
 				unwatch()
 				return leadership{done: true, waited: l.waited, out: Outcome{Entry: e, Source: Coalesced}}, nil
 			}
@@ -230,13 +230,13 @@ func (c *Coalescer) mirror(ctx context.Context, req *Request, k keys, st *state)
 		case b.Ended:
 			// The followers have the whole stream, whether or not an
 			// answer can be made of it.
-			out, err := c.mirroredAnswer(ctx, req, events)
+			out, err := c.mirroredAnswer(ctx, req, k, events)
 			st.endStream(out)
 			return out, err
 		case err != nil && !c.o.Health.Allow(), len(b.Events) == 0 && !c.leaderAlive(ctx, k, holder):
 			// The leader may have finished and stored its answer but
 			// failed to write the end marker: look before failing.
-			if e, _ := c.lookup(ctx, req, time.Time{}); e != nil {
+			if e, _ := c.lookup(ctx, k.entry, k.negative, time.Time{}); e != nil {
 				out := Outcome{Entry: e, Source: Coalesced}
 				st.endStream(out)
 				return out, nil
@@ -258,9 +258,9 @@ func (c *Coalescer) mirror(ctx context.Context, req *Request, k keys, st *state)
 // mirroredAnswer is the answer when the leader's stream ended cleanly: the
 // entry it stored before its end marker, or the answer rebuilt from the
 // events when storing failed.
-func (c *Coalescer) mirroredAnswer(ctx context.Context, req *Request, events [][]byte) (Outcome, error) {
+func (c *Coalescer) mirroredAnswer(ctx context.Context, req *Request, k keys, events [][]byte) (Outcome, error) {
 	out := Outcome{Source: Coalesced}
-	if e, _ := c.lookup(ctx, req, time.Time{}); e != nil {
+	if e, _ := c.lookup(ctx, k.entry, k.negative, time.Time{}); e != nil {
 		out.Entry = e
 		return out, nil
 	}

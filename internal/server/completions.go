@@ -80,7 +80,8 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 			s.serveBypass(w, r, c)
 			return
 		}
-		if out, ok := s.flights.Lookup(r.Context(), s.flightRequest(r, c)); ok {
+		req := s.flightRequest(c)
+		if out, ok := s.flights.Lookup(r.Context(), req); ok {
 			rec.cache = sourceName(out.Source)
 			if out.Source == coalesce.Hit {
 				rec.saved = out.Entry.PromptTokens + out.Entry.CompletionTokens
@@ -90,7 +91,7 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 			s.serveEntry(w, c, out.Entry, rec.cache, false)
 			return
 		}
-		s.serveFlight(w, r, c)
+		s.serveFlight(w, r, c, req)
 	}
 }
 
@@ -114,10 +115,9 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 	s.forward(w, r, req)
 }
 
-// flightRequest is what this request contributes to its prompt's flight,
-// should it lead it. Its body is prepared for the upstream (the usage
-// chunk asked for) only when built for a leader.
-func (s *Server) flightRequest(r *http.Request, c *call) *coalesce.Request {
+// flightRequest is what this request contributes to its lookup and, should
+// it lead, to its prompt's flight.
+func (s *Server) flightRequest(c *call) *coalesce.Request {
 	ttl := c.t.CacheTTL
 	if c.ctl.ttl > 0 {
 		ttl = c.ctl.ttl
@@ -141,11 +141,14 @@ func (s *Server) flightRequest(r *http.Request, c *call) *coalesce.Request {
 
 // serveFlight joins (or starts) the flight for this prompt and answers
 // from it: live from its stream, or from its final outcome.
-func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call) {
+//
+// The leader's request gets what only a flight needs: its headers, the
+// body prepared for the upstream (the usage chunk asked for) and its
+// tokens/min budget.
+func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call, req *coalesce.Request) {
 	rec := recordFrom(r.Context())
 	var tokens *tenantTokens // the leader's tokens/min decision, made by its flight
 	f := s.flights.Join(c.t.ID, c.facts.Hash, func() *coalesce.Request {
-		req := s.flightRequest(r, c)
 		req.Header = r.Header.Clone()
 		if c.facts.Stream && !s.noSplice.Load() {
 			if body, changed := c.format.Prepare(c.facts, c.body); changed {
