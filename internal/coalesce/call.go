@@ -105,12 +105,14 @@ func (c *Coalescer) relay(ctx context.Context, req *Request, k keys, st *state, 
 			return Outcome{}, &StreamError{Err: err}
 		}
 		ev = bytes.Clone(ev) // the reader reuses its buffer; the record keeps ev
-		if !asm.Add(ev) {
-			st.rec.Append(ev)
+		if !req.Format.IsEnd(ev) {
+			st.rec.Append(ev) // relayed first: assembling is off the clients' path
+			asm.Add(ev)
 			continue
 		}
 		// The final event is relayed after the answer is stored, so a
 		// client that saw the end and asks again at once finds the entry.
+		asm.Add(ev)
 		out, err := c.finish(ctx, req, k, asm)
 		st.rec.Append(ev)
 		st.endStream(out)

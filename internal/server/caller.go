@@ -48,14 +48,17 @@ func (c caller) Call(ctx context.Context, req *coalesce.Request) (*coalesce.Resp
 	}
 	h := http.Header{}
 	upstream.CopyResponseHeader(h, resp.Header)
-	return &coalesce.Response{
+	out := &coalesce.Response{
 		Status:      resp.StatusCode,
 		Header:      h,
-		Kept:        entry.KeepHeaders(resp.Header),
 		EventStream: isEventStream(resp.Header),
 		Body:        resp.Body,
 		Changed:     changed,
-	}, nil
+	}
+	if !out.EventStream || out.Status != http.StatusOK {
+		out.Kept = entry.KeepHeaders(resp.Header) // a relayed stream's entry is assembled, with headers of its own
+	}
+	return out, nil
 }
 
 // observer counts flights' upstream calls in metrics and usage.
