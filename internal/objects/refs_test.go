@@ -135,7 +135,7 @@ func decodedRefs(v any, field string, inArray bool) []string {
 			out = append(out, id)
 		}
 		for k, e := range x {
-			lk := strings.ToLower(k)
+			lk := foldKey(k) // as case-insensitive decoders compare keys
 			if lk == "metadata" {
 				continue
 			}
