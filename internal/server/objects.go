@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -49,14 +50,57 @@ var (
 // query string. A body that cannot be read for them is refused: an
 // upstream with a more lenient parser could read an id Corral did not.
 func objectRefs(r *http.Request, body []byte) (objects.Body, *apiError) {
+	if len(body) > 0 && len(r.Header.Values("Content-Type")) > 1 {
+		// Corral reads the first; an upstream may read the last.
+		return objects.Body{}, errInvalidRequest("Send one Content-Type header.", "")
+	}
 	found, err := objects.Refs(r.Header.Get("Content-Type"), body)
 	if err != nil {
 		return objects.Body{}, errInvalidRequest("The request body could not be read: send UTF-8 JSON, a form or multipart/form-data.", "")
 	}
-	if r.URL.RawQuery != "" {
-		found.IDs = append(found.IDs, objects.QueryRefs(r.URL.Query())...)
+	ids, aerr := queryRefs(r)
+	if aerr != nil {
+		return objects.Body{}, aerr
+	}
+	found.IDs = append(found.IDs, ids...)
+	if found.Query != "" {
+		return objects.Body{}, errStoredQuery(found.Query)
 	}
 	return found, nil
+}
+
+// queryRefs returns the ids a query string names. A query Go cannot
+// parse whole (a ';' separator, which some upstreams split on) is refused
+// rather than checked in part. On a list, the cursors (after, before)
+// must be the caller's own ids too: another tenant's id as a cursor would
+// tell whether it exists and where it sits.
+func queryRefs(r *http.Request) ([]string, *apiError) {
+	if r.URL.RawQuery == "" {
+		return nil, nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, errInvalidRequest("The query string could not be read: separate parameters with '&' only.", "")
+	}
+	ids := objects.QueryRefs(q)
+	if rel, ok := proxyPath(r); ok && objects.Route(r.Method, rel).Op == objects.List {
+		for _, k := range []string{"after", "before"} {
+			for _, v := range q[k] {
+				if v != "" {
+					ids = append(ids, v)
+				}
+			}
+		}
+	}
+	return ids, nil
+}
+
+// errStoredQuery refuses a request that would have the upstream select
+// stored objects by filter (an eval over stored completions or
+// responses): in the shared account that reads every tenant's.
+func errStoredQuery(typ string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: "unsupported_data_source",
+		Message: "Data sources of type " + jsonQuote(typ) + " select stored objects across the shared upstream account and are not available through this gateway; name files by id instead."}
 }
 
 // guardObjects applies the tenant's stored-object policy to one request

@@ -1,0 +1,181 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	officialopenai "github.com/openai/openai-go/v3"
+
+	"github.com/corralhq/corral/internal/objects/objectstest"
+)
+
+// The adversarial review of issue 11: ways a second tenant could get
+// past the ownership check, each refused before anything is forwarded.
+
+// sendRaw sends one request with the headers given (values in order) and
+// returns status and body.
+func sendRaw(t *testing.T, method, url, key, body string, header map[string][]string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	req.Header.Set("Authorization", "Bearer "+key)
+	for k, vv := range header {
+		for _, v := range vv {
+			req.Header.Add(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (l *pathLog) count() int { l.mu.Lock(); defer l.mu.Unlock(); return len(l.paths) }
+
+func (l *pathLog) since(n int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.paths[n:]...)
+}
+
+func newFile(t *testing.T, base, key, name string) string {
+	t.Helper()
+	c := sdkClient(base, key)
+	f, err := c.Files.New(context.Background(), officialopenai.FileNewParams{
+		File: officialopenai.File(strings.NewReader("{}\n"), name, "application/jsonl"), Purpose: officialopenai.FilePurposeBatch})
+	if err != nil {
+		t.Fatalf("Files.New: %v", err)
+	}
+	return f.ID
+}
+
+// TestReviewRequestsThatHideReferences: each request names acme's
+// response or file in a way an upstream (or a proxy before it) may read
+// although Corral's first reading did not. All are refused unforwarded.
+func TestReviewRequestsThatHideReferences(t *testing.T) {
+	fake, log := objectstest.New(), &pathLog{}
+	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
+	a := newFile(t, h.gw.URL, acmeKey, "a.jsonl")
+	b := newFile(t, h.gw.URL, betaKey, "b.jsonl")
+	json := map[string][]string{"Content-Type": {"application/json"}}
+	tests := []struct {
+		name, method, path, body string
+		header                   map[string][]string
+		want                     int
+	}{
+		// Content-Encoding: Corral read only the first header; the
+		// upstream gets both and may inflate a body Corral never read.
+		{"second Content-Encoding", "POST", "/v1/responses", "x\x01\x02",
+			map[string][]string{"Content-Encoding": {"identity", "deflate"}, "Content-Type": {"application/json"}}, 415},
+		// Two Content-Types: Corral sniffs JSON from the first, an
+		// upstream may take the second and parse a form.
+		{"second Content-Type", "POST", "/v1/responses", `previous_response_id=` + a,
+			map[string][]string{"Content-Type": {"application/json", "application/x-www-form-urlencoded"}}, 400},
+		// A JSON body labelled as a form: many upstreams decode JSON
+		// whatever the label says.
+		{"JSON labelled as a form", "POST", "/v1/responses", `{"model":"gpt-4o-mini","input":[{"type":"input_file","file_id":"` + a + `"}]}`,
+			map[string][]string{"Content-Type": {"application/x-www-form-urlencoded"}}, 404},
+		// A Content-Type Go cannot parse (a duplicate parameter with another value) made
+		// Corral skip the body; an upstream takes the first boundary.
+		{"unparseable Content-Type", "POST", "/v1/responses",
+			"--XX\r\nContent-Disposition: form-data; name=\"previous_response_id\"\r\n\r\n" + a + "\r\n--XX--\r\n",
+			map[string][]string{"Content-Type": {"multipart/form-data; boundary=XX; boundary=YY"}}, 400},
+		// Go drops a query pair with ';' in it; servers that split on
+		// ';' read file_id.
+		{"semicolon query", "POST", "/v1/responses?x=1;file_id=" + a, `{"model":"gpt-4o-mini","input":"hi"}`, json, 400},
+		// U+017F folds to 's' in case-insensitive decoders (encoding/json).
+		{"folded key", "POST", "/v1/responses", `{"model":"gpt-4o-mini","input":"hi","previou` + "\u017f" + `_response_id":"` + a + `"}`, json, 404},
+		// "..;" is ".." to servers that strip path parameters: beta's
+		// own file passes the check, the upstream serves acme's.
+		{"dot-dot with a parameter", "GET", "/v1/files/" + b + "/..;/" + a, "", nil, 400},
+	}
+	for _, tt := range tests {
+		before := log.count()
+		code, body := sendRaw(t, tt.method, h.gw.URL+tt.path, betaKey, tt.body, tt.header)
+		if code != tt.want {
+			t.Errorf("%s: %s %s = %d %s; want %d", tt.name, tt.method, tt.path, code, body, tt.want)
+		}
+		if n := log.count(); n != before {
+			t.Errorf("%s: forwarded: %v", tt.name, log.since(before))
+		}
+	}
+}
+
+// TestReviewListCursorsAreTheCallers: a list's after= cursor set to
+// another tenant's id told whether that id exists and where it sits
+// among the caller's own objects (the upstream pages from it).
+func TestReviewListCursorsAreTheCallers(t *testing.T) {
+	fake, log := objectstest.New(), &pathLog{}
+	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
+	b1 := newFile(t, h.gw.URL, betaKey, "b1.jsonl")
+	a := newFile(t, h.gw.URL, acmeKey, "a.jsonl")
+	b2 := newFile(t, h.gw.URL, betaKey, "b2.jsonl")
+	ghost := "file-doesnotexist0000000000"
+
+	codeA, bodyA := rawCall(t, "GET", h.gw.URL+"/v1/files?after="+a, betaKey, "")
+	codeG, bodyG := rawCall(t, "GET", h.gw.URL+"/v1/files?after="+ghost, betaKey, "")
+	if codeA != http.StatusNotFound || bodyA != notFoundBody(a) {
+		t.Errorf("beta's list after acme's file = %d %s; want 404", codeA, bodyA)
+	}
+	if codeG != codeA || bodyG != strings.ReplaceAll(bodyA, a, ghost) {
+		t.Errorf("after= another tenant's id (%d %s) and after= an unknown id (%d %s) differ", codeA, bodyA, codeG, bodyG)
+	}
+	if code, _ := rawCall(t, "GET", h.gw.URL+"/v1/files?before="+a, betaKey, ""); code != http.StatusNotFound {
+		t.Errorf("beta's list before acme's file = %d; want 404", code)
+	}
+	if log.mentioning(a) != 0 {
+		t.Errorf("a cursor naming acme's file reached the upstream: %v", log.since(0))
+	}
+	// The caller's own cursor pages as before.
+	if ids := listIDs(t, h.gw.URL, "/v1/files?after="+b1, betaKey); strings.Join(ids, ",") != b2 {
+		t.Errorf("beta's list after its own file = %v; want %s", ids, b2)
+	}
+}
+
+// TestReviewEvalsOverStoredObjectsRefused: an eval whose data source is
+// "stored completions" or "stored responses" makes the upstream select
+// every stored completion or response in the shared account by filter,
+// other tenants' included, and its output items show their inputs and
+// outputs. No id is named, so the id check alone lets it through.
+func TestReviewEvalsOverStoredObjectsRefused(t *testing.T) {
+	fake, log := objectstest.New(), &pathLog{}
+	h := newHarness(t, objectTenants, withObjectUpstream(fake, log), func(o *harnessOptions) {
+		o.server = func(so *Options) { so.AdminToken = "adm" }
+	})
+	// beta owns an eval (assigned by the operator here; made with
+	// POST /v1/evals in real life).
+	if code, body := rawCall(t, "PUT", h.gw.URL+"/admin/tenants/beta/objects/eval_beta", "adm", ""); code != 200 {
+		t.Fatalf("assign = %d %s", code, body)
+	}
+	tests := []struct{ path, body string }{
+		{"/v1/evals", `{"name":"x","data_source_config":{"type":"stored_completions","metadata":{}},"testing_criteria":[]}`},
+		{"/v1/evals", `{"name":"x","data_source_config":{"type":"logs"},"testing_criteria":[]}`},
+		{"/v1/evals/eval_beta/runs", `{"data_source":{"type":"completions","source":{"type":"stored_completions","limit":100}}}`},
+		{"/v1/evals/eval_beta/runs", `{"data_source":{"type":"responses","source":{"type":"responses","created_after":0}}}`},
+	}
+	for _, tt := range tests {
+		before := log.count()
+		code, body := rawCall(t, "POST", h.gw.URL+tt.path, betaKey, tt.body)
+		if code != http.StatusBadRequest || !strings.Contains(body, "unsupported_data_source") {
+			t.Errorf("POST %s %s = %d %s; want 400 unsupported_data_source", tt.path, tt.body, code, body)
+		}
+		if n := log.count(); n != before {
+			t.Errorf("POST %s: forwarded: %v", tt.path, log.since(before))
+		}
+	}
+	// A file-backed run is still forwarded.
+	before := log.count()
+	rawCall(t, "POST", h.gw.URL+"/v1/evals/eval_beta/runs", betaKey, `{"data_source":{"type":"jsonl","source":{"type":"file_content","content":[]}}}`)
+	if log.count() == before {
+		t.Error("a run over the caller's own data was not forwarded")
+	}
+}
