@@ -63,6 +63,22 @@ func Created(body []byte, create bool) []Ref {
 	return a.refs(create)
 }
 
+// CreatedAs is Created for an answer on a path of one kind of object: an
+// answer that is not that kind's object (a thread run on /threads) yields
+// nothing. Content a tenant stored (a file's bytes, a container file
+// served as JSON) can look like any answer; only the answer a path
+// returns describes objects the upstream made.
+func CreatedAs(body []byte, create bool, kind string) []Ref {
+	var a answer
+	if json.Unmarshal(body, &a) != nil {
+		return nil
+	}
+	if kinds[a.Object] != kind && !(a.Object == "thread.run" && kind == "thread") {
+		return nil
+	}
+	return a.refs(create)
+}
+
 func (a *answer) refs(create bool) []Ref {
 	kind, ok := kinds[a.Object]
 	if a.Object == "thread.run" && a.ThreadID != "" && create {

@@ -171,11 +171,13 @@ type recorder struct {
 	ctx    context.Context // detached: a client that hangs up does not lose a record
 	tenant string
 	create bool
+	kind   string // the kind of object the path's answers are
 	seen   map[string]bool
 }
 
-func (s *Server) newRecorder(ctx context.Context, t *tenant.Tenant, create bool) *recorder {
-	return &recorder{s: s, ctx: context.WithoutCancel(ctx), tenant: t.ID, create: create}
+// newRecorder records for t what answers of kind (the path's) created.
+func (s *Server) newRecorder(ctx context.Context, t *tenant.Tenant, create bool, kind string) *recorder {
+	return &recorder{s: s, ctx: context.WithoutCancel(ctx), tenant: t.ID, create: create, kind: kind}
 }
 
 // entry records the stored completion a cached or coalesced answer names;
@@ -188,7 +190,7 @@ func (rc *recorder) entry(e *cache.Entry) {
 
 // answer records what a JSON answer created.
 func (rc *recorder) answer(body []byte) {
-	rc.add(objects.Created(body, rc.create))
+	rc.add(objects.CreatedAs(body, rc.create, rc.kind))
 }
 
 func (rc *recorder) add(refs []objects.Ref) {
@@ -221,7 +223,7 @@ func (rc *recorder) event(data []byte) {
 		if json.Unmarshal(data, &ev) == nil && len(ev.Response) > 0 {
 			rc.answer(ev.Response)
 		}
-	case bytes.Contains(data, []byte(`"chat.completion.chunk"`)) && rc.create:
+	case bytes.Contains(data, []byte(`"chat.completion.chunk"`)) && rc.create && rc.kind == "chat_completion":
 		var ch struct {
 			ID     string `json:"id"`
 			Object string `json:"object"`
@@ -252,7 +254,11 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 		s.countForwarded(rec, negcache.Classify(resp.StatusCode).String(), start)
 	}()
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
-	rc := s.newRecorder(r.Context(), t, creates)
+	kind := acc.Kind
+	if kind == "" {
+		kind = "chat_completion" // the model calls: only a stored chat completion is recorded
+	}
+	rc := s.newRecorder(r.Context(), t, creates, kind)
 	if ok && acc.Delete {
 		if err := s.objects.Remove(context.WithoutCancel(r.Context()), acc.ID); err != nil {
 			rec.err = err.Error() // the object is gone upstream; a stale record only names nothing

@@ -179,3 +179,41 @@ func TestReviewEvalsOverStoredObjectsRefused(t *testing.T) {
 		t.Error("a run over the caller's own data was not forwarded")
 	}
 }
+
+// TestReviewStoredContentCannotClaimObjects: answers on an owned object's
+// paths were read for the objects "the upstream made on the owner's
+// behalf" whatever they were. Content a tenant stored and reads back as
+// JSON (a container file served as application/json) could name any id
+// in that shape (an upload's file, a batch's output file) and Corral
+// recorded it as the reader's: a way to claim objects nobody owns yet
+// (made before Corral, or a batch output its owner has not polled).
+func TestReviewStoredContentCannotClaimObjects(t *testing.T) {
+	fake, log := objectstest.New(), &pathLog{}
+	direct := fake.Direct("legacy.jsonl") // nobody's
+	content := `{"object":"upload","id":"upload_x","file":{"id":"` + direct + `"}}`
+	h := newHarness(t, objectTenants, withObjectUpstream(fake, log), func(o *harnessOptions) {
+		inner := o.wrapUpstream
+		o.wrapUpstream = func(mock http.Handler) http.Handler {
+			next := inner(mock)
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/v1/containers/cntr_beta/files/cfile_1/content" {
+					log.add(r.Method + " " + r.URL.String())
+					w.Header().Set("Content-Type", "application/json") // the file is beta's output.json
+					_, _ = io.WriteString(w, content)
+					return
+				}
+				next.ServeHTTP(w, r)
+			})
+		}
+		o.server = func(so *Options) { so.AdminToken = "adm" }
+	})
+	if code, body := rawCall(t, "PUT", h.gw.URL+"/admin/tenants/beta/objects/cntr_beta", "adm", ""); code != 200 {
+		t.Fatalf("assign = %d %s", code, body)
+	}
+	if code, body := rawCall(t, "GET", h.gw.URL+"/v1/containers/cntr_beta/files/cfile_1/content", betaKey, ""); code != 200 || body != content {
+		t.Fatalf("beta reads its own container file = %d %s", code, body)
+	}
+	if code, body := rawCall(t, "GET", h.gw.URL+"/v1/files/"+direct, betaKey, ""); code != http.StatusNotFound {
+		t.Errorf("after reading content that names it, beta's GET of a file nobody owns = %d %s; want 404", code, body)
+	}
+}
