@@ -76,6 +76,14 @@ var querySources = map[string]map[string]bool{
 // lenient parser cannot read an id Corral did not see.
 var ErrBody = errors.New("objects: unreadable request body")
 
+// MaxRefs bounds the references one body may name (no API takes more
+// than a few thousand ids); past it Refs returns ErrTooMany at once
+// rather than hold and look up a million ids.
+const MaxRefs = 10_000
+
+// ErrTooMany is returned for a body naming more than MaxRefs references.
+var ErrTooMany = errors.New("objects: too many object references")
+
 // maxDepth bounds JSON nesting (encoding/json's own limit is 10,000).
 const maxDepth = 512
 
@@ -111,14 +119,18 @@ func Refs(contentType string, body []byte) (Body, error) {
 		if err != nil {
 			return Body{}, err
 		}
-		out.IDs = append(out.IDs, mp.IDs...)
+		if out.IDs = append(out.IDs, mp.IDs...); len(out.IDs) > MaxRefs {
+			return Body{}, ErrTooMany
+		}
 		return out, nil
 	case "application/x-www-form-urlencoded":
 		v, err := url.ParseQuery(string(body))
 		if err != nil {
 			return Body{}, fmt.Errorf("%w: %v", ErrBody, err)
 		}
-		out.IDs = append(out.IDs, QueryRefs(v)...)
+		if out.IDs = append(out.IDs, QueryRefs(v)...); len(out.IDs) > MaxRefs {
+			return Body{}, ErrTooMany
+		}
 		return out, nil
 	}
 	if !looksJSON && bytes.IndexByte(body, 0) >= 0 {
@@ -214,7 +226,9 @@ func multipartRefs(body []byte, boundary string) (Body, error) {
 			return Body{}, fmt.Errorf("%w: %v", ErrBody, err)
 		}
 		if len(v) > 0 {
-			out.IDs = append(out.IDs, string(v))
+			if out.IDs = append(out.IDs, string(v)); len(out.IDs) > MaxRefs {
+				return Body{}, ErrTooMany
+			}
 		}
 	}
 }
@@ -323,7 +337,9 @@ func jsonRefs(b []byte) (Body, error) {
 					skip--
 					continue
 				}
-				out.IDs = closeObject(out.IDs, top)
+				if out.IDs = closeObject(out.IDs, top); len(out.IDs) > MaxRefs {
+					return Body{}, ErrTooMany
+				}
 				if querySources[top.under][top.typ] {
 					out.Query = top.typ
 				}
@@ -387,7 +403,9 @@ func jsonRefs(b []byte) (Body, error) {
 				}
 			}
 			if field != "" && v != "" {
-				out.IDs = append(out.IDs, v)
+				if out.IDs = append(out.IDs, v); len(out.IDs) > MaxRefs {
+					return Body{}, ErrTooMany
+				}
 			}
 			if len(stack) == 1 && key == "store" {
 				out.Store = StoreTrue // a string "false" is not false

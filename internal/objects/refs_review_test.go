@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -88,5 +89,14 @@ func TestRefsFindsStoredObjectQueries(t *testing.T) {
 		if got, err := Refs("application/json", []byte(give)); err != nil || got.Query != "" {
 			t.Errorf("%s: Query = %q, %v; want none", give, got.Query, err)
 		}
+	}
+}
+
+// TestRefsStopsAtMaxRefs: a body naming more than MaxRefs references is
+// refused as soon as the walk passes that many.
+func TestRefsStopsAtMaxRefs(t *testing.T) {
+	body := `{"file_ids":[` + strings.Repeat(`"f",`, MaxRefs) + `"f"]}`
+	if _, err := Refs("application/json", []byte(body)); !errors.Is(err, ErrTooMany) {
+		t.Errorf("err = %v; want ErrTooMany", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -55,6 +56,9 @@ func objectRefs(r *http.Request, body []byte) (objects.Body, *apiError) {
 		return objects.Body{}, errInvalidRequest("Send one Content-Type header.", "")
 	}
 	found, err := objects.Refs(r.Header.Get("Content-Type"), body)
+	if errors.Is(err, objects.ErrTooMany) {
+		return objects.Body{}, errTooManyIDs
+	}
 	if err != nil {
 		return objects.Body{}, errInvalidRequest("The request body could not be read: send UTF-8 JSON, a form or multipart/form-data.", "")
 	}
@@ -119,6 +123,13 @@ func (s *Server) guardObjects(ctx context.Context, t *tenant.Tenant, acc objects
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	// Each distinct id is one store lookup (a pipelined Redis GET): one
+	// body could name a million. Duplicates are looked up once, and no API
+	// takes more than maxNamedIDs in one request.
+	ids = distinct(ids)
+	if len(ids) > maxNamedIDs {
+		return nil, errTooManyIDs
+	}
 	owners, err := s.objects.Lookup(ctx, ids)
 	for i, o := range owners {
 		if o != nil && o.Tenant == t.ID {
@@ -134,6 +145,31 @@ func (s *Server) guardObjects(ctx context.Context, t *tenant.Tenant, acc objects
 		return owners[0], nil
 	}
 	return nil, nil
+}
+
+// maxNamedIDs bounds the distinct object ids one request may name.
+const maxNamedIDs = objects.MaxRefs
+
+var errTooManyIDs = errInvalidRequest("The request names more than "+strconv.Itoa(maxNamedIDs)+" object ids.", "")
+
+// distinct returns ids without repeats, in first-seen order (the path's
+// id stays first).
+func distinct(ids []string) []string {
+	if len(ids) < 2 {
+		return ids
+	}
+	seen := make(map[string]bool, min(len(ids), maxNamedIDs+1))
+	out := ids[:0:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+			if len(out) > maxNamedIDs {
+				break
+			}
+		}
+	}
+	return out
 }
 
 // createsObject reports whether a request makes a stored object: a

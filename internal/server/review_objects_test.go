@@ -2,14 +2,17 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 
 	officialopenai "github.com/openai/openai-go/v3"
 
 	"github.com/corralhq/corral/internal/objects/objectstest"
+	"github.com/corralhq/corral/internal/redistest"
 )
 
 // The adversarial review of issue 11: ways a second tenant could get
@@ -215,5 +218,38 @@ func TestReviewStoredContentCannotClaimObjects(t *testing.T) {
 	}
 	if code, body := rawCall(t, "GET", h.gw.URL+"/v1/files/"+direct, betaKey, ""); code != http.StatusNotFound {
 		t.Errorf("after reading content that names it, beta's GET of a file nobody owns = %d %s; want 404", code, body)
+	}
+}
+
+// TestReviewManyIDsAreRefusedCheaply: one 8 MiB body can name over a
+// million distinct ids; each became a pipelined Redis GET (a command
+// object each, the whole pipeline held at once) before the first unknown
+// id was refused. A request naming more ids than any API takes is
+// refused before any lookup.
+func TestReviewManyIDsAreRefusedCheaply(t *testing.T) {
+	rs := redistest.Start(t)
+	fake, log := objectstest.New(), &pathLog{}
+	h := newHarness(t, func(o *harnessOptions) { o.redis = rs }, objectTenants, withObjectUpstream(fake, log))
+	var b strings.Builder
+	b.WriteString(`{"model":"gpt-4o-mini","input":"hi","tools":[{"type":"file_search","vector_store_ids":[`)
+	for i := 0; i < 300_000; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"v%d"`, i)
+	}
+	b.WriteString(`]}]}`)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	code, body := rawCall(t, "POST", h.gw.URL+"/v1/responses", betaKey, b.String())
+	runtime.ReadMemStats(&after)
+	if code != http.StatusBadRequest {
+		t.Errorf("a body naming 300,000 ids = %d %.200s; want 400", code, body)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("refusing it allocated %d MiB", alloc>>20)
+	}
+	if log.count() != 0 {
+		t.Errorf("forwarded: %v", log.since(0))
 	}
 }
