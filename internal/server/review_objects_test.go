@@ -95,6 +95,9 @@ func TestReviewRequestsThatHideReferences(t *testing.T) {
 		// Go drops a query pair with ';' in it; servers that split on
 		// ';' read file_id.
 		{"semicolon query", "POST", "/v1/responses?x=1;file_id=" + a, `{"model":"gpt-4o-mini","input":"hi"}`, json, 400},
+		// Past Go's query parameter limit, URL.Query() is empty: nothing
+		// in it was checked, and the upstream reads all of it.
+		{"query past Go's parameter limit", "POST", "/v1/responses?" + strings.Repeat("a=1&", 10_001) + "file_id=" + a, `{"model":"gpt-4o-mini","input":"hi"}`, json, 400},
 		// U+017F folds to 's' in case-insensitive decoders (encoding/json).
 		{"folded key", "POST", "/v1/responses", `{"model":"gpt-4o-mini","input":"hi","previou` + "\u017f" + `_response_id":"` + a + `"}`, json, 404},
 		// "..;" is ".." to servers that strip path parameters: beta's
