@@ -24,6 +24,8 @@ var kinds = map[string]string{
 	"container":       "container",
 	"eval":            "eval",
 	"video":           "video",
+	"chatkit.session": "chatkit_session",
+	"chatkit.thread":  "chatkit_thread",
 }
 
 // answer is the part of an upstream object Created reads.

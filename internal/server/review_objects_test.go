@@ -256,3 +256,22 @@ func TestReviewManyIDsAreRefusedCheaply(t *testing.T) {
 		t.Errorf("forwarded: %v", log.since(0))
 	}
 }
+
+// TestReviewChatKitThreadsAreNobodys: ChatKit threads hold conversations
+// and GET /v1/chatkit/threads lists every thread of the project; through
+// the shared key any tenant read them all.
+func TestReviewChatKitThreadsAreNobodys(t *testing.T) {
+	fake, log := objectstest.New(), &pathLog{}
+	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
+	for _, p := range []string{"/v1/chatkit/threads/cthr_acme", "/v1/chatkit/threads/cthr_acme/items"} {
+		if code, body := rawCall(t, "GET", h.gw.URL+p, betaKey, ""); code != http.StatusNotFound || body != notFoundBody("cthr_acme") {
+			t.Errorf("GET %s = %d %s; want 404", p, code, body)
+		}
+	}
+	if code, _ := rawCall(t, "DELETE", h.gw.URL+"/v1/chatkit/threads/cthr_acme", betaKey, ""); code != http.StatusNotFound {
+		t.Errorf("DELETE = %d; want 404", code)
+	}
+	if log.mentioning("cthr_acme") != 0 {
+		t.Errorf("forwarded: %v", log.since(0))
+	}
+}
