@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	officialopenai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/corralhq/corral/internal/objects/objectstest"
 	"github.com/corralhq/corral/internal/redistest"
@@ -273,5 +274,70 @@ func TestReviewChatKitThreadsAreNobodys(t *testing.T) {
 	}
 	if log.mentioning("cthr_acme") != 0 {
 		t.Errorf("forwarded: %v", log.since(0))
+	}
+}
+// TestReviewBatchLinesNameOthersObjects (NOT FIXED): a batch's input file
+// is the caller's, but its lines are requests the upstream runs itself,
+// in the shared account, past every check Corral makes. A line with
+// previous_response_id (or an input_file's file_id) of another tenant's
+// object chains onto it and the output file, which the caller owns,
+// carries the answer.
+func TestReviewBatchLinesNameOthersObjects(t *testing.T) {
+	t.Skip("finding (not fixed): batch input lines are not checked; remove this skip to see it fail")
+	fake, log := objectstest.New(), &pathLog{}
+	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
+	ctx := context.Background()
+	ac := sdkClient(h.gw.URL, acmeKey)
+	resp, err := ac.Responses.New(ctx, responses.ResponseNewParams{Model: "gpt-4o-mini", Input: responses.ResponseNewParamsInputUnion{OfString: officialopenai.String("secret")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := `{"custom_id":"1","method":"POST","url":"/v1/responses","body":{"model":"gpt-4o-mini","previous_response_id":"` + resp.ID + `","input":"repeat it"}}` + "\n"
+	bc := sdkClient(h.gw.URL, betaKey)
+	f, err := bc.Files.New(ctx, officialopenai.FileNewParams{File: officialopenai.File(strings.NewReader(line), "in.jsonl", "application/jsonl"), Purpose: officialopenai.FilePurposeBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bc.Batches.New(ctx, officialopenai.BatchNewParams{InputFileID: f.ID, Endpoint: officialopenai.BatchNewParamsEndpointV1Responses, CompletionWindow: officialopenai.BatchNewParamsCompletionWindow24h})
+	if err == nil {
+		t.Errorf("beta's batch whose line chains onto acme's response %s was accepted", resp.ID)
+	}
+}
+
+// TestReviewFineTunedModelsAreShared (NOT FIXED): a fine-tuned model is
+// the product of a tenant's fine-tuning job, but /v1/models/{id} is not an
+// object path: any tenant may delete (or call) another's model.
+func TestReviewFineTunedModelsAreShared(t *testing.T) {
+	t.Skip("finding (not fixed): fine-tuned models are not owned; remove this skip to see it fail")
+	fake, log := objectstest.New(), &pathLog{}
+	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
+	model := "ft:gpt-4o-mini:corral::acmeJob1"
+	rawCall(t, "DELETE", h.gw.URL+"/v1/models/"+model, betaKey, "")
+	if n := log.mentioning(model); n != 0 {
+		t.Errorf("beta's DELETE of a fine-tuned model nobody gave it reached the upstream")
+	}
+}
+
+// TestReviewEmptyFilteredPageStopsThePager (NOT FIXED): when the
+// upstream pages Corral reads for one request (10) hold none of the
+// caller's objects, the answer is data: [], has_more: true, last_id: null.
+// The SDK's auto-pager stops at an empty page and a raw client has no
+// cursor to go on from: the caller's older objects cannot be listed.
+func TestReviewEmptyFilteredPageStopsThePager(t *testing.T) {
+	t.Skip("finding (not fixed): an empty filtered page ends pagination; remove this skip to see it fail")
+	fake, log := objectstest.New(), &pathLog{}
+	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
+	for i := 0; i < maxListPages+1; i++ {
+		newFile(t, h.gw.URL, betaKey, fmt.Sprintf("b%d.jsonl", i))
+	}
+	mine := newFile(t, h.gw.URL, acmeKey, "a.jsonl")
+	c := sdkClient(h.gw.URL, acmeKey)
+	pager := c.Files.ListAutoPaging(context.Background(), officialopenai.FileListParams{Limit: officialopenai.Int(1)})
+	var got []string
+	for pager.Next() {
+		got = append(got, pager.Current().ID)
+	}
+	if pager.Err() != nil || len(got) != 1 || got[0] != mine {
+		t.Errorf("acme's auto-paged files = %v, %v; want [%s]", got, pager.Err(), mine)
 	}
 }
