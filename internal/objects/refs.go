@@ -428,9 +428,10 @@ func jsonRefs(b []byte) (Body, error) {
 
 // closeObject adds the ids an object names as a whole: the "id" of an
 // object that is a reference field's value ("conversation": {"id": ...}),
-// and of an item_reference input item.
+// of an item_reference input item, and of a file_id source (an eval run's
+// data source: {"type": "file_id", "id": "file-..."}).
 func closeObject(ids []string, f *frame) []string {
-	if f.id != "" && (f.field != "" || f.typ == "item_reference") {
+	if f.id != "" && (f.field != "" || f.typ == "item_reference" || f.typ == "file_id") {
 		ids = append(ids, f.id)
 	}
 	return ids

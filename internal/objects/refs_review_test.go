@@ -100,3 +100,15 @@ func TestRefsStopsAtMaxRefs(t *testing.T) {
 		t.Errorf("err = %v; want ErrTooMany", err)
 	}
 }
+
+// TestRefsEvalFileSource: an eval run's data source names its file as
+// {"type": "file_id", "id": ...}; the id is not under a reference field,
+// so it went unchecked and a run over another tenant's file showed its
+// lines in the run's output items.
+func TestRefsEvalFileSource(t *testing.T) {
+	body := `{"data_source":{"type":"jsonl","source":{"type":"file_id","id":"file-A"}}}`
+	got, err := Refs("application/json", []byte(body))
+	if err != nil || !slices.Contains(got.IDs, "file-A") {
+		t.Errorf("Refs = %q, %v; want file-A", got.IDs, err)
+	}
+}

@@ -179,6 +179,14 @@ func TestReviewEvalsOverStoredObjectsRefused(t *testing.T) {
 			t.Errorf("POST %s: forwarded: %v", tt.path, log.since(before))
 		}
 	}
+	// A run over another tenant's file (source {"type":"file_id","id":...}).
+	a := newFile(t, h.gw.URL, acmeKey, "a.jsonl")
+	if code, body := rawCall(t, "POST", h.gw.URL+"/v1/evals/eval_beta/runs", betaKey, `{"data_source":{"type":"jsonl","source":{"type":"file_id","id":"`+a+`"}}}`); code != http.StatusNotFound || body != notFoundBody(a) {
+		t.Errorf("beta's eval run over acme's file = %d %s; want 404", code, body)
+	}
+	if log.mentioning(a) != 0 {
+		t.Errorf("forwarded: %v", log.since(0))
+	}
 	// A file-backed run is still forwarded.
 	before := log.count()
 	rawCall(t, "POST", h.gw.URL+"/v1/evals/eval_beta/runs", betaKey, `{"data_source":{"type":"jsonl","source":{"type":"file_content","content":[]}}}`)
