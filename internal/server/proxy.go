@@ -20,6 +20,12 @@ import (
 // tenant does not own is refused before it is forwarded, creates are
 // recorded, and lists are filtered.
 func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodTrace || r.Method == http.MethodConnect {
+		// A TRACE answer echoes the request as the upstream got it,
+		// Corral's upstream key included.
+		writeError(w, errMethodNotAllowed)
+		return
+	}
 	rel, ok := proxyPath(r)
 	if !ok {
 		writeError(w, errInvalidRequest("The path must not contain '..', '//' or encoded slashes and dots.", ""))

@@ -349,3 +349,35 @@ func TestReviewEmptyFilteredPageStopsThePager(t *testing.T) {
 		t.Errorf("acme's auto-paged files = %v, %v; want [%s]", got, pager.Err(), mine)
 	}
 }
+
+// TestReviewTraceIsNotForwarded: TRACE on a collection root was an Action
+// and forwarded with Corral's upstream key; an upstream or proxy that
+// answers TRACE (Apache httpd does by default) echoes the request back,
+// Authorization header included.
+func TestReviewTraceIsNotForwarded(t *testing.T) {
+	fake, log := objectstest.New(), &pathLog{}
+	h := newHarness(t, objectTenants, withObjectUpstream(fake, log), func(o *harnessOptions) {
+		inner := o.wrapUpstream
+		o.wrapUpstream = func(mock http.Handler) http.Handler {
+			next := inner(mock)
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodTrace {
+					log.add(r.Method + " " + r.URL.String())
+					w.Header().Set("Content-Type", "message/http")
+					_, _ = io.WriteString(w, "TRACE "+r.URL.Path+" HTTP/1.1\r\nAuthorization: "+r.Header.Get("Authorization")+"\r\n")
+					return
+				}
+				next.ServeHTTP(w, r)
+			})
+		}
+	})
+	for _, p := range []string{"/v1/files", "/v1/audio/speech"} {
+		code, body := rawCall(t, "TRACE", h.gw.URL+p, betaKey, "")
+		if code != http.StatusMethodNotAllowed || strings.Contains(body, "Authorization") {
+			t.Errorf("TRACE %s = %d %s; want 405", p, code, body)
+		}
+	}
+	if log.count() != 0 {
+		t.Errorf("forwarded: %v", log.since(0))
+	}
+}
