@@ -12,6 +12,7 @@
 //	POST /v1/chat/completions   chat, streaming or not, n choices
 //	POST /v1/completions        legacy completions, streaming or not
 //	POST /v1/embeddings         deterministic vectors
+//	POST /v1/responses          the Responses API, streaming (typed events) or not
 //	GET  /v1/models             Options.Models
 //	GET  /v1/models/{id}        one model, or 404 model_not_found
 //	GET  /mock/stats            Stats as JSON
@@ -51,6 +52,16 @@
 // "data: [DONE]". Every event is flushed as it is written. ChunkDelay is
 // waited before each content chunk, so a stream lasts about
 // Latency + StreamChunks*ChunkDelay.
+//
+// A Responses API answer ("resp_<hex>", one message item "msg_<hex>" with one
+// output_text part, usage in input/output tokens) replies to the last user
+// message of "input" (a string, or an item list whose content is a string or
+// parts with "text"). Streamed, it is response.created, response.in_progress,
+// response.output_item.added, response.content_part.added, one
+// response.output_text.delta per piece, response.output_text.done,
+// response.content_part.done, response.output_item.done and
+// response.completed, each "event: <type>" + "data: {...}" with increasing
+// sequence_number and no [DONE]; a cut ends it before response.completed.
 //
 // # Models with special behaviour
 //

@@ -132,7 +132,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	switch p {
-	case pathChat, pathCompletions, pathEmbeddings:
+	case pathChat, pathCompletions, pathEmbeddings, pathResponses:
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			s.writeError(w, http.StatusMethodNotAllowed, kindBadMethod, msgBadMethod, "")
@@ -257,6 +257,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, p path) (gone 
 		return s.serveChat(w, r, &req, &pl, id)
 	case pathCompletions:
 		return s.serveCompletion(w, r, &req, &pl, id)
+	case pathResponses:
+		return s.serveResponses(w, r, body, &req, &pl, id)
 	default:
 		return s.serveEmbedding(w, r, &req, &pl)
 	}

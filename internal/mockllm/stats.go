@@ -44,6 +44,7 @@ const (
 	pathCompletions
 	pathEmbeddings
 	pathModels
+	pathResponses
 	numPaths
 )
 
@@ -53,6 +54,7 @@ var pathNames = [numPaths]string{
 	pathCompletions: "/v1/completions",
 	pathEmbeddings:  "/v1/embeddings",
 	pathModels:      "/v1/models",
+	pathResponses:   "/v1/responses",
 }
 
 func pathOf(p string) path {
@@ -65,6 +67,8 @@ func pathOf(p string) path {
 		return pathEmbeddings
 	case "/v1/models":
 		return pathModels
+	case "/v1/responses":
+		return pathResponses
 	}
 	if id, ok := strings.CutPrefix(p, "/v1/models/"); ok && id != "" {
 		return pathModels
