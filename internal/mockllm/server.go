@@ -139,6 +139,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		gone = s.serveAPI(w, r, p)
+	case pathMessages:
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			s.writeAnthropicError(w, http.StatusMethodNotAllowed, msgBadMethod)
+			return
+		}
+		_, countOnly := isMessagesPath(r.URL.Path)
+		gone = s.serveMessages(w, r, countOnly)
 	case pathModels:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")

@@ -45,6 +45,7 @@ const (
 	pathEmbeddings
 	pathModels
 	pathResponses
+	pathMessages
 	numPaths
 )
 
@@ -55,6 +56,7 @@ var pathNames = [numPaths]string{
 	pathEmbeddings:  "/v1/embeddings",
 	pathModels:      "/v1/models",
 	pathResponses:   "/v1/responses",
+	pathMessages:    "/v1/messages",
 }
 
 func pathOf(p string) path {
@@ -69,6 +71,8 @@ func pathOf(p string) path {
 		return pathModels
 	case "/v1/responses":
 		return pathResponses
+	case "/v1/messages", "/v1/messages/count_tokens":
+		return pathMessages
 	}
 	if id, ok := strings.CutPrefix(p, "/v1/models/"); ok && id != "" {
 		return pathModels
