@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -19,8 +16,9 @@ import (
 )
 
 // TestEmbeddedOwnershipSurvivesRestart runs the wired embedded gateway
-// with a data dir: a stored response tenant A made is still A's (and
-// still not B's) after the gateway is closed and started again.
+// with a data dir: the file, batch and stored responses tenant A made are
+// A's, and every request of B naming them is a 404 that never reaches the
+// upstream, before and after the gateway is closed and started again.
 func TestEmbeddedOwnershipSurvivesRestart(t *testing.T) {
 	fake := objectstest.New()
 	up := httptest.NewServer(fake)
@@ -49,25 +47,9 @@ func TestEmbeddedOwnershipSurvivesRestart(t *testing.T) {
 		}
 		return gw, httptest.NewServer(gw)
 	}
-	call := func(srv *httptest.Server, method, path, key, body string) (int, string) {
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-
 	gw, srv := start()
-	code, body := call(srv, "POST", "/v1/responses", "sk-a", `{"model":"m","input":"hi"}`)
-	var r struct{ ID string }
-	if err := json.Unmarshal([]byte(body), &r); code != 200 || err != nil || r.ID == "" {
-		t.Fatalf("create = %d %s", code, body)
-	}
+	owned := objectstest.CreateAsOwner(t, []string{srv.URL}, "sk-a")
+	objectstest.CheckOthersRefused(t, srv.URL, "sk-b", owned, func(id string) int { return len(fake.CallsMentioning(id)) })
 	srv.Close()
 	gw.Close()
 	if _, err := os.Stat(filepath.Join(data, objects.BoltFile)); err != nil {
@@ -77,14 +59,17 @@ func TestEmbeddedOwnershipSurvivesRestart(t *testing.T) {
 	gw, srv = start()
 	defer gw.Close()
 	defer srv.Close()
-	if code, body := call(srv, "GET", "/v1/responses/"+r.ID, "sk-a", ""); code != 200 || !strings.Contains(body, r.ID) {
-		t.Errorf("after restart, the owner's GET = %d %s", code, body)
+	for _, id := range []string{owned.File, owned.Output, owned.Resp, owned.Streamed} {
+		path := "/v1/files/" + id
+		if strings.HasPrefix(id, "resp_") {
+			path = "/v1/responses/" + id
+		}
+		if code, body := objectstest.Call(t, "GET", srv.URL+path, "sk-a", ""); code != 200 || !strings.Contains(body, id) {
+			t.Errorf("after restart, the owner's GET %s = %d %s", path, code, body)
+		}
 	}
-	before := len(fake.CallsMentioning(r.ID))
-	if code, _ := call(srv, "GET", "/v1/responses/"+r.ID, "sk-b", ""); code != 404 {
-		t.Errorf("after restart, another tenant's GET = %d; want 404", code)
+	if code, body := objectstest.Call(t, "GET", srv.URL+"/v1/batches/"+owned.Batch, "sk-a", ""); code != 200 {
+		t.Errorf("after restart, the owner's batch GET = %d %s", code, body)
 	}
-	if n := len(fake.CallsMentioning(r.ID)); n != before {
-		t.Errorf("another tenant's GET reached the upstream")
-	}
+	objectstest.CheckOthersRefused(t, srv.URL, "sk-b", owned, func(id string) int { return len(fake.CallsMentioning(id)) })
 }

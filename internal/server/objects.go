@@ -273,22 +273,12 @@ func (rc *recorder) event(data []byte) {
 // forwardObjects forwards a request on an object path and records what
 // its answer created, removing the record when the object was deleted.
 func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, req upstream.Request, acc objects.Access, creates bool) {
-	rec := recordFrom(r.Context())
-	start := time.Now()
-	resp, err := s.up.Do(r.Context(), req)
-	if err != nil {
-		rec.upstreamMS = msSince(start)
-		rec.err = err.Error()
-		aerr := upstreamFailure(err)
-		s.countForwarded(rec, outcomeOf(aerr), start)
-		writeError(w, aerr)
+	resp, finish := s.forwardCall(w, r, req)
+	if resp == nil {
 		return
 	}
-	defer resp.Body.Close()
-	defer func() {
-		rec.upstreamMS = msSince(start)
-		s.countForwarded(rec, negcache.Classify(resp.StatusCode).String(), start)
-	}()
+	defer finish()
+	rec := recordFrom(r.Context())
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	kind := acc.Kind
 	if kind == "" {

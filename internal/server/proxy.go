@@ -138,6 +138,18 @@ func proxyPath(r *http.Request) (string, bool) {
 // forward calls the upstream with the client's context (a client that
 // hangs up cancels the call) and relays the answer.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, req upstream.Request) {
+	resp, finish := s.forwardCall(w, r, req)
+	if resp == nil {
+		return
+	}
+	defer finish()
+	s.relay(w, r, resp)
+}
+
+// forwardCall makes a forwarded request's upstream call. A failed call is
+// answered and counted here, and resp is nil; otherwise finish closes the
+// body and counts the call once the answer has been relayed.
+func (s *Server) forwardCall(w http.ResponseWriter, r *http.Request, req upstream.Request) (resp *http.Response, finish func()) {
 	rec := recordFrom(r.Context())
 	start := time.Now()
 	resp, err := s.up.Do(r.Context(), req)
@@ -147,12 +159,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, req upstream.Re
 		aerr := upstreamFailure(err)
 		s.countForwarded(rec, outcomeOf(aerr), start)
 		writeError(w, aerr)
-		return
+		return nil, nil
 	}
-	defer resp.Body.Close()
-	s.relay(w, r, resp)
-	rec.upstreamMS = msSince(start)
-	s.countForwarded(rec, negcache.Classify(resp.StatusCode).String(), start)
+	return resp, func() {
+		resp.Body.Close()
+		rec.upstreamMS = msSince(start)
+		s.countForwarded(rec, negcache.Classify(resp.StatusCode).String(), start)
+	}
 }
 
 // countForwarded counts a bypass or proxied request's upstream call.

@@ -21,9 +21,16 @@ type Options struct {
 	// BaseURL is the upstream base including its version path, e.g.
 	// https://api.openai.com/v1. Required.
 	BaseURL string
-	// APIKey is sent as "Authorization: Bearer <APIKey>"; empty sends no
-	// Authorization header (local models often need none).
+	// APIKey is Corral's key for this upstream, sent as Auth says; empty
+	// sends none (local models often need none).
 	APIKey string
+	// Auth is how APIKey is sent: "bearer" (Authorization: Bearer, the
+	// default), "api-key" (Azure's api-key header) or "x-api-key"
+	// (Anthropic's).
+	Auth string
+	// Headers are extra headers sent on every request (OpenAI-Project,
+	// api-version, ...). They replace a client's header of the same name.
+	Headers map[string]string
 	// Timeout bounds one call from dial to the last byte of the body,
 	// streams included. Default 120s.
 	Timeout time.Duration
@@ -33,10 +40,12 @@ type Options struct {
 
 // Client calls the upstream. It is safe for concurrent use.
 type Client struct {
-	base    *url.URL
-	auth    string // "Bearer <key>" or ""
-	timeout time.Duration
-	hc      *http.Client
+	base     *url.URL
+	authName string // the header carrying the key: Authorization, Api-Key or X-Api-Key
+	auth     string // its value ("Bearer <key>" or the key); "" sends none
+	extra    http.Header
+	timeout  time.Duration
+	hc       *http.Client
 }
 
 // New returns a client for opts.
@@ -50,8 +59,22 @@ func New(opts Options) (*Client, error) {
 	if c.timeout <= 0 {
 		c.timeout = 120 * time.Second
 	}
-	if opts.APIKey != "" {
-		c.auth = "Bearer " + opts.APIKey
+	switch opts.Auth {
+	case "", "bearer":
+		c.authName = "Authorization"
+		if opts.APIKey != "" {
+			c.auth = "Bearer " + opts.APIKey
+		}
+	case "api-key", "x-api-key":
+		c.authName, c.auth = http.CanonicalHeaderKey(opts.Auth), opts.APIKey
+	default:
+		return nil, fmt.Errorf("upstream: auth %q must be bearer, api-key or x-api-key", opts.Auth)
+	}
+	if len(opts.Headers) > 0 {
+		c.extra = make(http.Header, len(opts.Headers))
+		for k, v := range opts.Headers {
+			c.extra.Set(k, v)
+		}
 	}
 	rt := opts.Transport
 	if rt == nil {
@@ -135,8 +158,11 @@ func (c *Client) send(ctx context.Context, req Request) (*http.Response, error) 
 		hreq.ContentLength = req.ContentLength
 	}
 	forwardHeader(hreq.Header, req.Header)
+	for k, vv := range c.extra {
+		hreq.Header[k] = vv
+	}
 	if c.auth != "" {
-		hreq.Header.Set("Authorization", c.auth)
+		hreq.Header.Set(c.authName, c.auth)
 	}
 	return c.hc.Do(hreq)
 }

@@ -8,6 +8,7 @@
 package objectstest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,14 +37,16 @@ type object struct {
 // New returns an empty fake upstream account.
 func New() *Server { return &Server{objects: map[string]*object{}} }
 
-// Calls returns every request received, as "METHOD /path".
+// Calls returns every request received, as "METHOD /path?query body"
+// (the body when it is JSON).
 func (s *Server) Calls() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.calls...)
 }
 
-// CallsMentioning returns the calls whose path contains id.
+// CallsMentioning returns the calls whose path, query or JSON body
+// contains id.
 func (s *Server) CallsMentioning(id string) []string {
 	var out []string
 	for _, c := range s.Calls() {
@@ -97,8 +100,17 @@ func (s *Server) newFileLocked(name, purpose string, content []byte) *object {
 
 // ServeHTTP implements http.Handler for paths under /v1.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	entry := r.Method + " " + r.URL.Path
+	if r.URL.RawQuery != "" {
+		entry += "?" + r.URL.RawQuery
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		entry += " " + string(b)
+	}
 	s.mu.Lock()
-	s.calls = append(s.calls, r.Method+" "+r.URL.Path)
+	s.calls = append(s.calls, entry)
 	s.mu.Unlock()
 	path := strings.TrimPrefix(r.URL.Path, "/v1")
 	parts := strings.Split(strings.Trim(path, "/"), "/")
