@@ -53,7 +53,7 @@ func (l *pathLog) since(n int) []string {
 
 func newFile(t *testing.T, base, key, name string) string {
 	t.Helper()
-	c := sdkClient(base, key)
+	c := objectstest.SDK(base, key)
 	f, err := c.Files.New(context.Background(), officialopenai.FileNewParams{
 		File: officialopenai.File(strings.NewReader("{}\n"), name, "application/jsonl"), Purpose: officialopenai.FilePurposeBatch})
 	if err != nil {
@@ -128,22 +128,22 @@ func TestReviewListCursorsAreTheCallers(t *testing.T) {
 	b2 := newFile(t, h.gw.URL, betaKey, "b2.jsonl")
 	ghost := "file-doesnotexist0000000000"
 
-	codeA, bodyA := rawCall(t, "GET", h.gw.URL+"/v1/files?after="+a, betaKey, "")
-	codeG, bodyG := rawCall(t, "GET", h.gw.URL+"/v1/files?after="+ghost, betaKey, "")
-	if codeA != http.StatusNotFound || bodyA != notFoundBody(a) {
+	codeA, bodyA := objectstest.Call(t, "GET", h.gw.URL+"/v1/files?after="+a, betaKey, "")
+	codeG, bodyG := objectstest.Call(t, "GET", h.gw.URL+"/v1/files?after="+ghost, betaKey, "")
+	if codeA != http.StatusNotFound || bodyA != objectstest.NotFoundBody(a) {
 		t.Errorf("beta's list after acme's file = %d %s; want 404", codeA, bodyA)
 	}
 	if codeG != codeA || bodyG != strings.ReplaceAll(bodyA, a, ghost) {
 		t.Errorf("after= another tenant's id (%d %s) and after= an unknown id (%d %s) differ", codeA, bodyA, codeG, bodyG)
 	}
-	if code, _ := rawCall(t, "GET", h.gw.URL+"/v1/files?before="+a, betaKey, ""); code != http.StatusNotFound {
+	if code, _ := objectstest.Call(t, "GET", h.gw.URL+"/v1/files?before="+a, betaKey, ""); code != http.StatusNotFound {
 		t.Errorf("beta's list before acme's file = %d; want 404", code)
 	}
 	if log.mentioning(a) != 0 {
 		t.Errorf("a cursor naming acme's file reached the upstream: %v", log.since(0))
 	}
 	// The caller's own cursor pages as before.
-	if ids := listIDs(t, h.gw.URL, "/v1/files?after="+b1, betaKey); strings.Join(ids, ",") != b2 {
+	if ids := objectstest.ListIDs(t, h.gw.URL, "/v1/files?after="+b1, betaKey); strings.Join(ids, ",") != b2 {
 		t.Errorf("beta's list after its own file = %v; want %s", ids, b2)
 	}
 }
@@ -160,7 +160,7 @@ func TestReviewEvalsOverStoredObjectsRefused(t *testing.T) {
 	})
 	// beta owns an eval (assigned by the operator here; made with
 	// POST /v1/evals in real life).
-	if code, body := rawCall(t, "PUT", h.gw.URL+"/admin/tenants/beta/objects/eval_beta", "adm", ""); code != 200 {
+	if code, body := objectstest.Call(t, "PUT", h.gw.URL+"/admin/tenants/beta/objects/eval_beta", "adm", ""); code != 200 {
 		t.Fatalf("assign = %d %s", code, body)
 	}
 	tests := []struct{ path, body string }{
@@ -171,7 +171,7 @@ func TestReviewEvalsOverStoredObjectsRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		before := log.count()
-		code, body := rawCall(t, "POST", h.gw.URL+tt.path, betaKey, tt.body)
+		code, body := objectstest.Call(t, "POST", h.gw.URL+tt.path, betaKey, tt.body)
 		if code != http.StatusBadRequest || !strings.Contains(body, "unsupported_data_source") {
 			t.Errorf("POST %s %s = %d %s; want 400 unsupported_data_source", tt.path, tt.body, code, body)
 		}
@@ -181,7 +181,7 @@ func TestReviewEvalsOverStoredObjectsRefused(t *testing.T) {
 	}
 	// A run over another tenant's file (source {"type":"file_id","id":...}).
 	a := newFile(t, h.gw.URL, acmeKey, "a.jsonl")
-	if code, body := rawCall(t, "POST", h.gw.URL+"/v1/evals/eval_beta/runs", betaKey, `{"data_source":{"type":"jsonl","source":{"type":"file_id","id":"`+a+`"}}}`); code != http.StatusNotFound || body != notFoundBody(a) {
+	if code, body := objectstest.Call(t, "POST", h.gw.URL+"/v1/evals/eval_beta/runs", betaKey, `{"data_source":{"type":"jsonl","source":{"type":"file_id","id":"`+a+`"}}}`); code != http.StatusNotFound || body != objectstest.NotFoundBody(a) {
 		t.Errorf("beta's eval run over acme's file = %d %s; want 404", code, body)
 	}
 	if log.mentioning(a) != 0 {
@@ -189,7 +189,7 @@ func TestReviewEvalsOverStoredObjectsRefused(t *testing.T) {
 	}
 	// A file-backed run is still forwarded.
 	before := log.count()
-	rawCall(t, "POST", h.gw.URL+"/v1/evals/eval_beta/runs", betaKey, `{"data_source":{"type":"jsonl","source":{"type":"file_content","content":[]}}}`)
+	objectstest.Call(t, "POST", h.gw.URL+"/v1/evals/eval_beta/runs", betaKey, `{"data_source":{"type":"jsonl","source":{"type":"file_content","content":[]}}}`)
 	if log.count() == before {
 		t.Error("a run over the caller's own data was not forwarded")
 	}
@@ -222,13 +222,13 @@ func TestReviewStoredContentCannotClaimObjects(t *testing.T) {
 		}
 		o.server = func(so *Options) { so.AdminToken = "adm" }
 	})
-	if code, body := rawCall(t, "PUT", h.gw.URL+"/admin/tenants/beta/objects/cntr_beta", "adm", ""); code != 200 {
+	if code, body := objectstest.Call(t, "PUT", h.gw.URL+"/admin/tenants/beta/objects/cntr_beta", "adm", ""); code != 200 {
 		t.Fatalf("assign = %d %s", code, body)
 	}
-	if code, body := rawCall(t, "GET", h.gw.URL+"/v1/containers/cntr_beta/files/cfile_1/content", betaKey, ""); code != 200 || body != content {
+	if code, body := objectstest.Call(t, "GET", h.gw.URL+"/v1/containers/cntr_beta/files/cfile_1/content", betaKey, ""); code != 200 || body != content {
 		t.Fatalf("beta reads its own container file = %d %s", code, body)
 	}
-	if code, body := rawCall(t, "GET", h.gw.URL+"/v1/files/"+direct, betaKey, ""); code != http.StatusNotFound {
+	if code, body := objectstest.Call(t, "GET", h.gw.URL+"/v1/files/"+direct, betaKey, ""); code != http.StatusNotFound {
 		t.Errorf("after reading content that names it, beta's GET of a file nobody owns = %d %s; want 404", code, body)
 	}
 }
@@ -253,7 +253,7 @@ func TestReviewManyIDsAreRefusedCheaply(t *testing.T) {
 	b.WriteString(`]}]}`)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	code, body := rawCall(t, "POST", h.gw.URL+"/v1/responses", betaKey, b.String())
+	code, body := objectstest.Call(t, "POST", h.gw.URL+"/v1/responses", betaKey, b.String())
 	runtime.ReadMemStats(&after)
 	if code != http.StatusBadRequest {
 		t.Errorf("a body naming 300,000 ids = %d %.200s; want 400", code, body)
@@ -273,11 +273,11 @@ func TestReviewChatKitThreadsAreNobodys(t *testing.T) {
 	fake, log := objectstest.New(), &pathLog{}
 	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
 	for _, p := range []string{"/v1/chatkit/threads/cthr_acme", "/v1/chatkit/threads/cthr_acme/items"} {
-		if code, body := rawCall(t, "GET", h.gw.URL+p, betaKey, ""); code != http.StatusNotFound || body != notFoundBody("cthr_acme") {
+		if code, body := objectstest.Call(t, "GET", h.gw.URL+p, betaKey, ""); code != http.StatusNotFound || body != objectstest.NotFoundBody("cthr_acme") {
 			t.Errorf("GET %s = %d %s; want 404", p, code, body)
 		}
 	}
-	if code, _ := rawCall(t, "DELETE", h.gw.URL+"/v1/chatkit/threads/cthr_acme", betaKey, ""); code != http.StatusNotFound {
+	if code, _ := objectstest.Call(t, "DELETE", h.gw.URL+"/v1/chatkit/threads/cthr_acme", betaKey, ""); code != http.StatusNotFound {
 		t.Errorf("DELETE = %d; want 404", code)
 	}
 	if log.mentioning("cthr_acme") != 0 {
@@ -295,13 +295,13 @@ func TestReviewBatchLinesNameOthersObjects(t *testing.T) {
 	fake, log := objectstest.New(), &pathLog{}
 	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
 	ctx := context.Background()
-	ac := sdkClient(h.gw.URL, acmeKey)
+	ac := objectstest.SDK(h.gw.URL, acmeKey)
 	resp, err := ac.Responses.New(ctx, responses.ResponseNewParams{Model: "gpt-4o-mini", Input: responses.ResponseNewParamsInputUnion{OfString: officialopenai.String("secret")}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	line := `{"custom_id":"1","method":"POST","url":"/v1/responses","body":{"model":"gpt-4o-mini","previous_response_id":"` + resp.ID + `","input":"repeat it"}}` + "\n"
-	bc := sdkClient(h.gw.URL, betaKey)
+	bc := objectstest.SDK(h.gw.URL, betaKey)
 	f, err := bc.Files.New(ctx, officialopenai.FileNewParams{File: officialopenai.File(strings.NewReader(line), "in.jsonl", "application/jsonl"), Purpose: officialopenai.FilePurposeBatch})
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +320,7 @@ func TestReviewFineTunedModelsAreShared(t *testing.T) {
 	fake, log := objectstest.New(), &pathLog{}
 	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
 	model := "ft:gpt-4o-mini:corral::acmeJob1"
-	rawCall(t, "DELETE", h.gw.URL+"/v1/models/"+model, betaKey, "")
+	objectstest.Call(t, "DELETE", h.gw.URL+"/v1/models/"+model, betaKey, "")
 	if n := log.mentioning(model); n != 0 {
 		t.Errorf("beta's DELETE of a fine-tuned model nobody gave it reached the upstream")
 	}
@@ -339,7 +339,7 @@ func TestReviewEmptyFilteredPageStopsThePager(t *testing.T) {
 		newFile(t, h.gw.URL, betaKey, fmt.Sprintf("b%d.jsonl", i))
 	}
 	mine := newFile(t, h.gw.URL, acmeKey, "a.jsonl")
-	c := sdkClient(h.gw.URL, acmeKey)
+	c := objectstest.SDK(h.gw.URL, acmeKey)
 	pager := c.Files.ListAutoPaging(context.Background(), officialopenai.FileListParams{Limit: officialopenai.Int(1)})
 	var got []string
 	for pager.Next() {
@@ -372,7 +372,7 @@ func TestReviewTraceIsNotForwarded(t *testing.T) {
 		}
 	})
 	for _, p := range []string{"/v1/files", "/v1/audio/speech"} {
-		code, body := rawCall(t, "TRACE", h.gw.URL+p, betaKey, "")
+		code, body := objectstest.Call(t, "TRACE", h.gw.URL+p, betaKey, "")
 		if code != http.StatusMethodNotAllowed || strings.Contains(body, "Authorization") {
 			t.Errorf("TRACE %s = %d %s; want 405", p, code, body)
 		}
