@@ -284,6 +284,7 @@ func TestReviewChatKitThreadsAreNobodys(t *testing.T) {
 		t.Errorf("forwarded: %v", log.since(0))
 	}
 }
+
 // TestReviewBatchLinesNameOthersObjects (NOT FIXED): a batch's input file
 // is the caller's, but its lines are requests the upstream runs itself,
 // in the shared account, past every check Corral makes. A line with
