@@ -41,6 +41,8 @@ type answer struct {
 	OutputFileID string   `json:"output_file_id"`
 	ErrorFileID  string   `json:"error_file_id"`
 	ResultFiles  []string `json:"result_files"`
+	// A fine-tuning job that succeeded names the model it made.
+	FineTunedModel string `json:"fine_tuned_model"`
 	// A thread run made with POST /threads/runs carries its new thread.
 	ThreadID string `json:"thread_id"`
 	// A response's output items can be referenced later (item_reference),
@@ -109,6 +111,9 @@ func (a *answer) refs(create bool) []Ref {
 	case "fine_tuning.job":
 		for _, f := range a.ResultFiles {
 			add(f, "file")
+		}
+		if IsFineTuned(a.FineTunedModel) {
+			add(a.FineTunedModel, "model")
 		}
 	case "response":
 		if create {

@@ -139,6 +139,10 @@ func Refs(contentType string, body []byte) (Body, error) {
 	return out, nil
 }
 
+// IsFineTuned reports whether model names a fine-tuned model ("ft:..."),
+// which belongs to the tenant whose fine-tuning job made it.
+func IsFineTuned(model string) bool { return strings.HasPrefix(model, "ft:") }
+
 // QueryRefs returns the ids named by form or query fields any of whose
 // bracketed parts (so tool_resources[file_ids][], file_ids[0] and
 // conversation[id] count) is a reference field; a metadata[...] field is
@@ -146,6 +150,14 @@ func Refs(contentType string, body []byte) (Body, error) {
 func QueryRefs(v url.Values) []string {
 	var ids []string
 	for name, vals := range v {
+		if foldKey(name) == "model" {
+			for _, s := range vals {
+				if IsFineTuned(s) {
+					ids = append(ids, s)
+				}
+			}
+			continue
+		}
 		if !isRefField(name) {
 			continue
 		}
@@ -218,12 +230,16 @@ func multipartRefs(body []byte, boundary string) (Body, error) {
 		}
 		// A part that names a reference field is read even when it
 		// says it is a file: some parsers take it as a plain field.
-		if !isRefField(p.FormName()) {
+		model := foldKey(p.FormName()) == "model"
+		if !model && !isRefField(p.FormName()) {
 			continue
 		}
 		v, err := io.ReadAll(p) // bounded by the buffered body
 		if err != nil {
 			return Body{}, fmt.Errorf("%w: %v", ErrBody, err)
+		}
+		if model && !IsFineTuned(string(v)) {
+			continue
 		}
 		if len(v) > 0 {
 			if out.IDs = append(out.IDs, string(v)); len(out.IDs) > MaxRefs {
@@ -256,6 +272,10 @@ func mayRefer(b []byte) bool {
 			}
 		case 'i', 'I':
 			if hasFold(b[i:], `item_reference"`) {
+				return true
+			}
+		case '"':
+			if hasFold(b[i:], `"ft:`) {
 				return true
 			}
 		case '\\':
@@ -409,6 +429,9 @@ func jsonRefs(b []byte) (Body, error) {
 			}
 			if len(stack) == 1 && key == "store" {
 				out.Store = StoreTrue // a string "false" is not false
+			}
+			if len(stack) == 1 && key == "model" && IsFineTuned(v) {
+				out.IDs = append(out.IDs, v) // a fine-tuned model is its job owner's
 			}
 		case bool:
 			if len(stack) == 1 && key == "store" && (v || out.Store == StoreTrue) {

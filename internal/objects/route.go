@@ -65,6 +65,9 @@ var collections = []collection{
 	{path: "/videos", kind: "video"},
 	{path: "/files", kind: "file"},
 	{path: "/evals", kind: "eval"},
+	// Fine-tuned models ("ft:...") are their job owner's; other models
+	// are everyone's (Route answers None for them).
+	{path: "/models", kind: "model"},
 }
 
 // Route classifies a request by its method and its path below /v1 (as the
@@ -98,6 +101,9 @@ func Route(method, path string) Access {
 				op = Action
 			}
 			return Access{Op: op, Kind: c.kind} // e.g. POST /threads/runs makes a thread
+		}
+		if c.kind == "model" && !IsFineTuned(seg) {
+			return Access{Op: None}
 		}
 		return Access{Op: Object, Kind: c.kind, ID: seg, Delete: method == "DELETE" && tail == ""}
 	}

@@ -39,9 +39,11 @@ func TestRoute(t *testing.T) {
 		{"GET", "/chatkit/threads/cthr_1/items", Access{Op: Object, Kind: "chatkit_thread", ID: "cthr_1"}},
 		{"POST", "/chatkit/sessions", Access{Op: Create, Kind: "chatkit_session"}},
 		{"POST", "/chatkit/sessions/cksess_1/cancel", Access{Op: Object, Kind: "chatkit_session", ID: "cksess_1"}},
+		{"DELETE", "/models/ft:gpt-4o-mini:org::abc", Access{Op: Object, Kind: "model", ID: "ft:gpt-4o-mini:org::abc", Delete: true}},
+		{"GET", "/models", Access{Op: List, Kind: "model"}},
+		{"GET", "/models/gpt-4o-mini", Access{Op: None}},
 		// Not object paths: a prefix that is not a whole segment, other APIs.
 		{"GET", "/filesystem", Access{Op: None}},
-		{"GET", "/models", Access{Op: None}},
 		{"POST", "/embeddings", Access{Op: None}},
 		{"POST", "/chat/completions/", Access{Op: Create, Kind: "chat_completion"}},
 	}

@@ -30,8 +30,14 @@ const defaultUpstream = "default"
 const maxObjectAnswer = 32 << 20
 
 // maxListPages bounds the upstream pages one filtered list request reads
-// while it fills the caller's page with the caller's own objects.
-const maxListPages = 10
+// while it fills the caller's page with the caller's own objects; after the
+// first, pages are read listPageSize at a time, so one request scans up to
+// about 5,000 objects of other tenants before it answers a short page.
+const maxListPages = 50
+
+// listPageSize is the limit of the upstream pages a filtered list reads
+// after the first (100 is the largest every OpenAI list accepts).
+const listPageSize = 100
 
 func errNoSuchObject(id string) *apiError {
 	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
@@ -117,7 +123,8 @@ func (s *Server) guardObjects(ctx context.Context, t *tenant.Tenant, acc objects
 	if acc.Op == objects.Object {
 		ids = append([]string{acc.ID}, ids...)
 	}
-	if t.DenyObjects && (creates || acc.Op == objects.List || acc.Op == objects.Object || len(ids) > 0) {
+	listsObjects := acc.Op == objects.List && acc.Kind != "model" // the model list is everyone's (fine-tuned ones are filtered out)
+	if t.DenyObjects && (creates || listsObjects || acc.Op == objects.Object || len(ids) > 0) {
 		return nil, errStoredObjectsDisabled
 	}
 	if len(ids) == 0 {
@@ -322,8 +329,9 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 // forwardList answers a list of a collection with only the caller's
 // objects. It reads upstream pages (following after=<last id>) until the
 // caller's page is full, the upstream has no more, or maxListPages were
-// read; first_id, last_id and has_more describe what is returned.
-func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, req upstream.Request) {
+// read (the first with the caller's limit, the rest listPageSize at a
+// time); first_id, last_id and has_more describe what is returned.
+func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, req upstream.Request, kind string) {
 	rec := recordFrom(r.Context())
 	q := r.URL.Query()
 	limit, _ := strconv.Atoi(q.Get("limit"))
@@ -385,7 +393,10 @@ func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.T
 			return
 		}
 		for i, o := range owners {
-			if o != nil && o.Tenant == t.ID {
+			// In the model list only fine-tuned models are anyone's own;
+			// the upstream's base models are every tenant's.
+			shared := kind == "model" && !objects.IsFineTuned(p.IDs[i])
+			if shared || (o != nil && o.Tenant == t.ID) {
 				items, ids = append(items, p.Items[i]), append(ids, p.IDs[i])
 			}
 		}
@@ -394,6 +405,7 @@ func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.T
 			break
 		}
 		q.Set("after", p.IDs[len(p.IDs)-1])
+		q.Set("limit", strconv.Itoa(max(limit, listPageSize)))
 		req.RawQuery = q.Encode()
 		if page == pagesNeeded-1 {
 			hasMore = true

@@ -81,9 +81,15 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	if acc.Op == objects.Create && acc.Kind == "batch" {
+		if aerr := s.checkBatchInput(r.Context(), t, req.Body); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+	}
 	switch {
 	case acc.Op == objects.List:
-		s.forwardList(w, r, t, req)
+		s.forwardList(w, r, t, req, acc.Kind)
 	case acc.Op != objects.None || creates:
 		s.forwardObjects(w, r, t, req, acc, creates)
 	default:

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	officialopenai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/objects/objectstest"
 	"github.com/corralhq/corral/internal/redistest"
 )
@@ -65,7 +67,7 @@ func newFile(t *testing.T, base, key, name string) string {
 // TestReviewRequestsThatHideReferences: each request names acme's
 // response or file in a way an upstream (or a proxy before it) may read
 // although Corral's first reading did not. All are refused unforwarded.
-func TestReviewRequestsThatHideReferences(t *testing.T) {
+func TestObjectsRequestsThatHideReferences(t *testing.T) {
 	fake, log := objectstest.New(), &pathLog{}
 	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
 	a := newFile(t, h.gw.URL, acmeKey, "a.jsonl")
@@ -120,7 +122,7 @@ func TestReviewRequestsThatHideReferences(t *testing.T) {
 // TestReviewListCursorsAreTheCallers: a list's after= cursor set to
 // another tenant's id told whether that id exists and where it sits
 // among the caller's own objects (the upstream pages from it).
-func TestReviewListCursorsAreTheCallers(t *testing.T) {
+func TestObjectsListCursorsAreTheCallers(t *testing.T) {
 	fake, log := objectstest.New(), &pathLog{}
 	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
 	b1 := newFile(t, h.gw.URL, betaKey, "b1.jsonl")
@@ -153,7 +155,7 @@ func TestReviewListCursorsAreTheCallers(t *testing.T) {
 // every stored completion or response in the shared account by filter,
 // other tenants' included, and its output items show their inputs and
 // outputs. No id is named, so the id check alone lets it through.
-func TestReviewEvalsOverStoredObjectsRefused(t *testing.T) {
+func TestObjectsEvalsOverStoredObjectsRefused(t *testing.T) {
 	fake, log := objectstest.New(), &pathLog{}
 	h := newHarness(t, objectTenants, withObjectUpstream(fake, log), func(o *harnessOptions) {
 		o.server = func(so *Options) { so.AdminToken = "adm" }
@@ -202,7 +204,7 @@ func TestReviewEvalsOverStoredObjectsRefused(t *testing.T) {
 // in that shape (an upload's file, a batch's output file) and Corral
 // recorded it as the reader's: a way to claim objects nobody owns yet
 // (made before Corral, or a batch output its owner has not polled).
-func TestReviewStoredContentCannotClaimObjects(t *testing.T) {
+func TestObjectsStoredContentCannotClaimObjects(t *testing.T) {
 	fake, log := objectstest.New(), &pathLog{}
 	direct := fake.Direct("legacy.jsonl") // nobody's
 	content := `{"object":"upload","id":"upload_x","file":{"id":"` + direct + `"}}`
@@ -238,7 +240,7 @@ func TestReviewStoredContentCannotClaimObjects(t *testing.T) {
 // object each, the whole pipeline held at once) before the first unknown
 // id was refused. A request naming more ids than any API takes is
 // refused before any lookup.
-func TestReviewManyIDsAreRefusedCheaply(t *testing.T) {
+func TestObjectsManyIDsAreRefusedCheaply(t *testing.T) {
 	rs := redistest.Start(t)
 	fake, log := objectstest.New(), &pathLog{}
 	h := newHarness(t, func(o *harnessOptions) { o.redis = rs }, objectTenants, withObjectUpstream(fake, log))
@@ -269,7 +271,7 @@ func TestReviewManyIDsAreRefusedCheaply(t *testing.T) {
 // TestReviewChatKitThreadsAreNobodys: ChatKit threads hold conversations
 // and GET /v1/chatkit/threads lists every thread of the project; through
 // the shared key any tenant read them all.
-func TestReviewChatKitThreadsAreNobodys(t *testing.T) {
+func TestObjectsChatKitThreadsAreNobodys(t *testing.T) {
 	fake, log := objectstest.New(), &pathLog{}
 	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
 	for _, p := range []string{"/v1/chatkit/threads/cthr_acme", "/v1/chatkit/threads/cthr_acme/items"} {
@@ -285,14 +287,12 @@ func TestReviewChatKitThreadsAreNobodys(t *testing.T) {
 	}
 }
 
-// TestReviewBatchLinesNameOthersObjects (NOT FIXED): a batch's input file
-// is the caller's, but its lines are requests the upstream runs itself,
-// in the shared account, past every check Corral makes. A line with
-// previous_response_id (or an input_file's file_id) of another tenant's
-// object chains onto it and the output file, which the caller owns,
-// carries the answer.
-func TestReviewBatchLinesNameOthersObjects(t *testing.T) {
-	t.Skip("finding (not fixed): batch input lines are not checked; remove this skip to see it fail")
+// TestObjectsBatchLinesNameOthersObjects: a batch's input file is the
+// caller's, but its lines are requests the upstream runs itself, in the
+// shared account. A line with previous_response_id of another tenant's
+// response would chain onto it, so Corral reads the input file back and
+// refuses the batch.
+func TestObjectsBatchLinesNameOthersObjects(t *testing.T) {
 	fake, log := objectstest.New(), &pathLog{}
 	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
 	ctx := context.Background()
@@ -307,33 +307,75 @@ func TestReviewBatchLinesNameOthersObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	batches := len(fake.CallsMentioning("POST /v1/batches"))
 	_, err = bc.Batches.New(ctx, officialopenai.BatchNewParams{InputFileID: f.ID, Endpoint: officialopenai.BatchNewParamsEndpointV1Responses, CompletionWindow: officialopenai.BatchNewParamsCompletionWindow24h})
-	if err == nil {
-		t.Errorf("beta's batch whose line chains onto acme's response %s was accepted", resp.ID)
+	var apiErr *officialopenai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || !strings.Contains(apiErr.Message, "No such object: "+resp.ID) {
+		t.Errorf("beta's batch whose line chains onto acme's response %s = %v; want 404 naming it", resp.ID, err)
+	}
+	if n := len(fake.CallsMentioning("POST /v1/batches")); n != batches {
+		t.Error("the refused batch reached the upstream")
+	}
+	// acme's own batch over a line naming its own response goes through.
+	af, err := ac.Files.New(ctx, officialopenai.FileNewParams{File: officialopenai.File(strings.NewReader(line), "in.jsonl", "application/jsonl"), Purpose: officialopenai.FilePurposeBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ac.Batches.New(ctx, officialopenai.BatchNewParams{InputFileID: af.ID, Endpoint: officialopenai.BatchNewParamsEndpointV1Responses, CompletionWindow: officialopenai.BatchNewParamsCompletionWindow24h}); err != nil {
+		t.Errorf("acme's batch over its own response: %v", err)
+	}
+	// A line Corral cannot read refuses the batch too.
+	bad, err := bc.Files.New(ctx, officialopenai.FileNewParams{File: officialopenai.File(strings.NewReader("not json\n"), "bad.jsonl", "application/jsonl"), Purpose: officialopenai.FilePurposeBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bc.Batches.New(ctx, officialopenai.BatchNewParams{InputFileID: bad.ID, Endpoint: officialopenai.BatchNewParamsEndpointV1Responses, CompletionWindow: officialopenai.BatchNewParamsCompletionWindow24h}); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest {
+		t.Errorf("a batch over an unreadable input file = %v; want 400", err)
 	}
 }
 
-// TestReviewFineTunedModelsAreShared (NOT FIXED): a fine-tuned model is
-// the product of a tenant's fine-tuning job, but /v1/models/{id} is not an
-// object path: any tenant may delete (or call) another's model.
-func TestReviewFineTunedModelsAreShared(t *testing.T) {
-	t.Skip("finding (not fixed): fine-tuned models are not owned; remove this skip to see it fail")
-	fake, log := objectstest.New(), &pathLog{}
-	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
+// TestObjectsFineTunedModelsAreShared: a fine-tuned model is the product
+// of a tenant's fine-tuning job; no other tenant may delete, read or call
+// it, and the model list shows a tenant only its own fine-tuned models.
+func TestFineTunedModelsAreTheirOwners(t *testing.T) {
 	model := "ft:gpt-4o-mini:corral::acmeJob1"
-	objectstest.Call(t, "DELETE", h.gw.URL+"/v1/models/"+model, betaKey, "")
+	fake, log := objectstest.New(), &pathLog{}
+	h := newHarness(t, objectTenants, withObjectUpstream(fake, log), func(o *harnessOptions) {
+		o.mock.Models = []string{"gpt-4o-mini", model, "ft:gpt-4o-mini:corral::nobodys"}
+	})
+	if err := h.srv.objects.Assign(context.Background(), model, objects.Owner{Tenant: "acme", Upstream: "default", Kind: "model"}); err != nil {
+		t.Fatal(err)
+	}
+	chat := `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}`
+	for _, tt := range []struct{ method, path, body string }{
+		{"DELETE", "/v1/models/" + model, ""},
+		{"GET", "/v1/models/" + model, ""},
+		{"POST", "/v1/chat/completions", chat},
+		{"POST", "/v1/responses", `{"model":"` + model + `","input":"hi"}`},
+	} {
+		if code, body := objectstest.Call(t, tt.method, h.gw.URL+tt.path, betaKey, tt.body); code != http.StatusNotFound || body != objectstest.NotFoundBody(model) {
+			t.Errorf("beta %s %s = %d %s; want 404", tt.method, tt.path, code, body)
+		}
+	}
 	if n := log.mentioning(model); n != 0 {
-		t.Errorf("beta's DELETE of a fine-tuned model nobody gave it reached the upstream")
+		t.Errorf("beta's requests naming acme's fine-tuned model reached the upstream %d times", n)
+	}
+	if code, body := objectstest.Call(t, "POST", h.gw.URL+"/v1/chat/completions", acmeKey, chat); code != http.StatusOK {
+		t.Errorf("acme calling its own fine-tuned model = %d %s", code, body)
+	}
+	if got := objectstest.ListIDs(t, h.gw.URL, "/v1/models", betaKey); strings.Join(got, ",") != "gpt-4o-mini" {
+		t.Errorf("beta's model list = %v; want only the base model", got)
+	}
+	if got := objectstest.ListIDs(t, h.gw.URL, "/v1/models", acmeKey); strings.Join(got, ",") != "gpt-4o-mini,"+model {
+		t.Errorf("acme's model list = %v; want the base model and its own fine-tuned one", got)
 	}
 }
 
-// TestReviewEmptyFilteredPageStopsThePager (NOT FIXED): when the
-// upstream pages Corral reads for one request (10) hold none of the
-// caller's objects, the answer is data: [], has_more: true, last_id: null.
-// The SDK's auto-pager stops at an empty page and a raw client has no
-// cursor to go on from: the caller's older objects cannot be listed.
-func TestReviewEmptyFilteredPageStopsThePager(t *testing.T) {
-	t.Skip("finding (not fixed): an empty filtered page ends pagination; remove this skip to see it fail")
+// TestObjectsEmptyFilteredPageStopsThePager: a caller whose objects sit
+// behind more than one page of other tenants' objects still gets them:
+// after the first page Corral reads the upstream 100 at a time, so an
+// SDK auto-pager with limit 1 does not meet an empty page and stop.
+func TestObjectsEmptyFilteredPageStopsThePager(t *testing.T) {
 	fake, log := objectstest.New(), &pathLog{}
 	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
 	for i := 0; i < maxListPages+1; i++ {
@@ -355,7 +397,7 @@ func TestReviewEmptyFilteredPageStopsThePager(t *testing.T) {
 // and forwarded with Corral's upstream key; an upstream or proxy that
 // answers TRACE (Apache httpd does by default) echoes the request back,
 // Authorization header included.
-func TestReviewTraceIsNotForwarded(t *testing.T) {
+func TestObjectsTraceIsNotForwarded(t *testing.T) {
 	fake, log := objectstest.New(), &pathLog{}
 	h := newHarness(t, objectTenants, withObjectUpstream(fake, log), func(o *harnessOptions) {
 		inner := o.wrapUpstream
