@@ -14,4 +14,8 @@ COPY --from=build /out/gateway /usr/local/bin/gateway
 COPY --from=build /out/mockllm /usr/local/bin/mockllm
 USER nonroot:nonroot
 EXPOSE 8080
+# No shell or curl in a distroless image: the gateway checks its own
+# /readyz on the port of CORRAL_ADDR.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+  CMD ["/usr/local/bin/gateway", "healthcheck"]
 ENTRYPOINT ["/usr/local/bin/gateway"]
