@@ -56,6 +56,7 @@ func TestDemoKeyWithUpstreamKeyRefused(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		stderr := newLineWriter()
 		done := make(chan error, 1)
+		env := append(env, "CORRAL_DATA_DIR="+t.TempDir())
 		go func() { done <- run(ctx, nil, append(base, env...), io.Discard, stderr) }()
 		stderr.waitFor(t, regexp.MustCompile(`corral listening`))
 		cancel()
@@ -94,7 +95,7 @@ func TestStartupUpstreamCheck(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		stdout, stderr := newLineWriter(), newLineWriter()
 		done := make(chan error, 1)
-		env := []string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_UPSTREAM_URL=" + tt.give, "CORRAL_UPSTREAM_API_KEY=sk-up"}
+		env := []string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_UPSTREAM_URL=" + tt.give, "CORRAL_UPSTREAM_API_KEY=sk-up", "CORRAL_DATA_DIR=" + t.TempDir()}
 		go func() { done <- run(ctx, nil, env, stdout, stderr) }()
 		if got := <-models; got != tt.wantPath+" Bearer sk-up" {
 			t.Errorf("%s: upstream saw %q; want GET %s with Corral's key", tt.give, got, tt.wantPath)

@@ -19,9 +19,10 @@ func startDemo(t *testing.T, environ ...string) (addr string, stderr *lineWriter
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr := newLineWriter(), newLineWriter()
+	dataDir := t.TempDir()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"-demo"}, append([]string{"CORRAL_ADDR=127.0.0.1:0"}, environ...), stdout, stderr)
+		done <- run(ctx, []string{"-demo"}, append([]string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_DATA_DIR=" + dataDir}, environ...), stdout, stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -326,6 +326,17 @@ func TestChartMatchesConfig(t *testing.T) {
 		t.Errorf("resource requests %v; want cpu and memory", c.Resources.Requests)
 	}
 
+	// The root filesystem is read-only: CORRAL_DATA_DIR must be a volume.
+	dataMounted := false
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == env["CORRAL_DATA_DIR"] {
+			dataMounted = true
+		}
+	}
+	if env["CORRAL_DATA_DIR"] == "" || !dataMounted {
+		t.Errorf("CORRAL_DATA_DIR %q is not a mounted volume; a read-only root filesystem cannot hold it", env["CORRAL_DATA_DIR"])
+	}
+
 	// The tenants file: the ConfigMap's tenants.yaml, mounted at the
 	// directory of CORRAL_TENANTS_FILE, is a file Corral accepts.
 	cm := objs["ConfigMap"]

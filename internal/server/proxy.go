@@ -8,51 +8,94 @@ import (
 
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/negcache"
+	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/usage"
 )
 
-// handleProxy forwards any other /v1 request untouched: no parsing, no
-// cache. Authentication (and, when configured, requests/min) still apply.
+// handleProxy forwards any other /v1 request: no cache. Authentication
+// (and, when configured, requests/min) apply, the model allow-list holds,
+// and stored objects stay their owner's: a request naming an object this
+// tenant does not own is refused before it is forwarded, creates are
+// recorded, and lists are filtered.
 func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 	rel, ok := proxyPath(r)
 	if !ok {
 		writeError(w, errInvalidRequest("The path must not contain '..', '//' or encoded slashes and dots.", ""))
 		return
 	}
-	body, aerr := readBody(r)
-	if aerr != nil {
-		writeError(w, aerr)
+	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		writeError(w, errCompressedBody) // its fields could not be checked
 		return
 	}
-	// The model allow-list holds on every path, not only the cached ones:
-	// a proxied body that names a model must name an allowed one.
-	if t, _ := tenant.FromContext(r.Context()); t.Models != nil && len(body) > 0 && body[0] == '{' {
-		// The keying scanner matches "model" exactly and refuses duplicate
-		// keys, so a body cannot show one model to Corral and another to
-		// the upstream (encoding/json would match "Model" too).
-		req, err := keying.Parse(t.ID, rel, body)
-		if err != nil {
-			writeError(w, errInvalidRequest("The request body is not a valid JSON object.", ""))
-			return
-		}
-		if req.Model != "" && !t.Allows(req.Model) {
-			recordFrom(r.Context()).model = req.Model
-			writeError(w, errModelNotAllowed(req.Model))
-			return
-		}
-	}
+	t, _ := tenant.FromContext(r.Context())
+	acc := objects.Route(r.Method, rel)
 	req := upstream.Request{
 		Method:   r.Method,
 		Path:     rel,
 		RawQuery: r.URL.RawQuery,
 		Header:   r.Header,
 	}
-	if len(body) > 0 || r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
-		req.Body = body
+	var found objects.Body
+	if streamsUpload(r, rel) {
+		// File bytes are relayed as they arrive; the query string is
+		// still checked.
+		req.Stream, req.ContentLength = r.Body, r.ContentLength
+		if r.URL.RawQuery != "" {
+			found.IDs = objects.QueryRefs(r.URL.Query())
+		}
+	} else {
+		body, aerr := readBody(r)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		if aerr := s.checkProxiedModel(r, t, rel, body); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		if found, aerr = objectRefs(r, body); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		if len(body) > 0 || r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
+			req.Body = body
+		}
 	}
-	s.forward(w, r, req)
+	creates := createsObject(acc, rel, found)
+	if _, aerr := s.guardObjects(r.Context(), t, acc, found, creates); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	switch {
+	case acc.Op == objects.List:
+		s.forwardList(w, r, t, req)
+	case acc.Op != objects.None || creates:
+		s.forwardObjects(w, r, t, req, acc, creates)
+	default:
+		s.forward(w, r, req)
+	}
+}
+
+// checkProxiedModel holds the model allow-list on proxied paths: a body
+// that names a model must name an allowed one.
+func (s *Server) checkProxiedModel(r *http.Request, t *tenant.Tenant, rel string, body []byte) *apiError {
+	if t.Models == nil || len(body) == 0 || body[0] != '{' {
+		return nil
+	}
+	// The keying scanner matches "model" exactly and refuses duplicate
+	// keys, so a body cannot show one model to Corral and another to
+	// the upstream (encoding/json would match "Model" too).
+	req, err := keying.Parse(t.ID, rel, body)
+	if err != nil {
+		return errInvalidRequest("The request body is not a valid JSON object.", "")
+	}
+	if req.Model != "" && !t.Allows(req.Model) {
+		recordFrom(r.Context()).model = req.Model
+		return errModelNotAllowed(req.Model)
+	}
+	return nil
 }
 
 // proxyPath returns the request's path below /v1, refusing any path that
@@ -80,6 +123,18 @@ func proxyPath(r *http.Request) (string, bool) {
 // forward calls the upstream with the client's context (a client that
 // hangs up cancels the call) and relays the answer.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, req upstream.Request) {
+	resp, finish := s.forwardCall(w, r, req)
+	if resp == nil {
+		return
+	}
+	defer finish()
+	s.relay(w, r, resp)
+}
+
+// forwardCall makes a forwarded request's upstream call. A failed call is
+// answered and counted here, and resp is nil; otherwise finish closes the
+// body and counts the call once the answer has been relayed.
+func (s *Server) forwardCall(w http.ResponseWriter, r *http.Request, req upstream.Request) (resp *http.Response, finish func()) {
 	rec := recordFrom(r.Context())
 	start := time.Now()
 	resp, err := s.up.Do(r.Context(), req)
@@ -89,12 +144,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, req upstream.Re
 		aerr := upstreamFailure(err)
 		s.countForwarded(rec, outcomeOf(aerr), start)
 		writeError(w, aerr)
-		return
+		return nil, nil
 	}
-	defer resp.Body.Close()
-	s.relay(w, r, resp)
-	rec.upstreamMS = msSince(start)
-	s.countForwarded(rec, negcache.Classify(resp.StatusCode).String(), start)
+	return resp, func() {
+		resp.Body.Close()
+		rec.upstreamMS = msSince(start)
+		s.countForwarded(rec, negcache.Classify(resp.StatusCode).String(), start)
+	}
 }
 
 // countForwarded counts a bypass or proxied request's upstream call.

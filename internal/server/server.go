@@ -20,6 +20,7 @@ import (
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce/livestream"
 	"github.com/corralhq/corral/internal/metrics"
+	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
@@ -80,6 +81,10 @@ type Options struct {
 	// Reload re-reads the tenants file for POST /admin/reload and SIGHUP.
 	// nil means reload is not available.
 	Reload func() (*tenant.Registry, error)
+	// Objects records which tenant owns which stored object (files,
+	// batches, stored responses, ...). Default: in memory, which a restart
+	// forgets; cmd/gateway wires Redis or a bbolt file.
+	Objects *objects.Registry
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -134,6 +139,7 @@ type Server struct {
 	reloadMu          sync.Mutex     // serialises reloads
 	noSplice          atomic.Bool    // the upstream rejected stream_options once
 	flights           sync.WaitGroup // flights running; they may outlive their requests
+	objects           *objects.Registry
 	now               func() time.Time
 }
 
@@ -163,7 +169,11 @@ func New(o Options) (*Server, error) {
 		usage:             o.Usage,
 		adminToken:        o.AdminToken,
 		reload:            o.Reload,
+		objects:           o.Objects,
 		now:               o.Now,
+	}
+	if s.objects == nil {
+		s.objects = objects.NewRegistry(objects.NewMemory(0), objects.RegistryOptions{Logger: o.Logger})
 	}
 	if s.usage == nil {
 		s.usage = usage.NewMemory()
