@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/tenant"
 )
@@ -116,5 +118,45 @@ func TestStartupUpstreamCheck(t *testing.T) {
 		if strings.Contains(stderr.String(), "sk-up") {
 			t.Errorf("%s: logs contain the upstream key", tt.give)
 		}
+	}
+}
+
+// TestReloadRefusesDemoKey: a reload that would bring in the demo key next
+// to a real upstream key is refused like a start, and the running tenants
+// keep serving.
+func TestReloadRefusesDemoKey(t *testing.T) {
+	mock := httptest.NewServer(mockllm.New(mockllm.Options{}))
+	t.Cleanup(mock.Close)
+	file := writeTenants(t, tenant.HashKey("sk-own"))
+	cfg, err := config.Load([]string{
+		"CORRAL_UPSTREAM_URL=" + mock.URL + "/v1", "CORRAL_UPSTREAM_API_KEY=sk-real-secret",
+		"CORRAL_TENANTS_FILE=" + file, "CORRAL_DATA_DIR=" + t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Close)
+	if err := os.WriteFile(file, []byte("tenants:\n  - id: team\n    keys: [{sha256: \""+tenant.HashKey(DemoKey)+"\"}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gw.srv.Reload(); err == nil || !strings.Contains(err.Error(), "CORRAL_ALLOW_DEMO_KEY") {
+		t.Fatalf("reload with the demo key = %v; want the refusal", err)
+	}
+	chat := func(key string) int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		gw.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	if got := chat("sk-own"); got != http.StatusOK {
+		t.Errorf("the running tenant after a refused reload = %d; want 200", got)
+	}
+	if got := chat(DemoKey); got != http.StatusUnauthorized {
+		t.Errorf("the demo key after a refused reload = %d; want 401", got)
 	}
 }
