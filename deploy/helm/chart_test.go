@@ -408,3 +408,28 @@ func TestChartRefusesReservedEnv(t *testing.T) {
 		t.Errorf("helm template with env.CORRAL_ADDR = %v; want the chart's refusal", err)
 	}
 }
+
+// TestChartSecretsAreReferences: a Redis URL with a password and the
+// upstream key reach the pod only as Secret references; the chart renders
+// no Secret and no key value of its own.
+func TestChartSecretsAreReferences(t *testing.T) {
+	objs := render(t, "--set", "redis.urlSecret.name=corral-redis", "--set", "upstream.apiKeySecret.name=corral-upstream",
+		"--set", "redis.url=redis://ignored-when-the-secret-is-set:6379")
+	if _, ok := objs["Secret"]; ok {
+		t.Error("the chart renders a Secret; it must only refer to existing ones")
+	}
+	c := objs["Deployment"].Spec.Template.Spec.Containers[0]
+	refs := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+		if e.Name == "CORRAL_REDIS_URL" && e.Value != nil {
+			t.Errorf("CORRAL_REDIS_URL has a plain value %q beside its Secret", *e.Value)
+		}
+	}
+	want := map[string]string{"CORRAL_REDIS_URL": "corral-redis/url", "CORRAL_UPSTREAM_API_KEY": "corral-upstream/api-key"}
+	if fmt.Sprint(refs) != fmt.Sprint(want) {
+		t.Errorf("secret references %v; want %v", refs, want)
+	}
+}
