@@ -24,6 +24,8 @@ var kinds = map[string]string{
 	"container":       "container",
 	"eval":            "eval",
 	"video":           "video",
+	"chatkit.session": "chatkit_session",
+	"chatkit.thread":  "chatkit_thread",
 }
 
 // answer is the part of an upstream object Created reads.
@@ -58,6 +60,22 @@ type answer struct {
 func Created(body []byte, create bool) []Ref {
 	var a answer
 	if json.Unmarshal(body, &a) != nil {
+		return nil
+	}
+	return a.refs(create)
+}
+
+// CreatedAs is Created for an answer on a path of one kind of object: an
+// answer that is not that kind's object (a thread run on /threads) yields
+// nothing. Content a tenant stored (a file's bytes, a container file
+// served as JSON) can look like any answer; only the answer a path
+// returns describes objects the upstream made.
+func CreatedAs(body []byte, create bool, kind string) []Ref {
+	var a answer
+	if json.Unmarshal(body, &a) != nil {
+		return nil
+	}
+	if kinds[a.Object] != kind && !(a.Object == "thread.run" && kind == "thread") {
 		return nil
 	}
 	return a.refs(create)

@@ -131,11 +131,11 @@ func decodedRefs(v any, field string, inArray bool) []string {
 			out = append(out, decodedRefs(e, field, true)...)
 		}
 	case map[string]any:
-		if id, ok := x["id"].(string); ok && id != "" && (field != "" || x["type"] == "item_reference") {
+		if id, ok := x["id"].(string); ok && id != "" && (field != "" || x["type"] == "item_reference" || x["type"] == "file_id") {
 			out = append(out, id)
 		}
 		for k, e := range x {
-			lk := strings.ToLower(k)
+			lk := foldKey(k) // as case-insensitive decoders compare keys
 			if lk == "metadata" {
 				continue
 			}

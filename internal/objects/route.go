@@ -47,6 +47,12 @@ type collection struct {
 // so /chat/completions wins over a shorter prefix.
 var collections = []collection{
 	{path: "/fine_tuning/jobs", kind: "fine_tuning_job"},
+	// ChatKit threads are made by the ChatKit front end at the upstream,
+	// never through Corral, so they are nobody's until an operator
+	// assigns them: listing or reading them through the shared key would
+	// show every tenant's conversations.
+	{path: "/chatkit/sessions", kind: "chatkit_session"},
+	{path: "/chatkit/threads", kind: "chatkit_thread"},
 	{path: "/chat/completions", kind: "chat_completion"},
 	{path: "/vector_stores", kind: "vector_store"},
 	{path: "/conversations", kind: "conversation"},

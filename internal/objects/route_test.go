@@ -35,6 +35,10 @@ func TestRoute(t *testing.T) {
 		{"GET", "/FILES/file-abc", Access{Op: Object, Kind: "file", ID: "file-abc"}},
 		{"GET", "/Chat/Completions/X-1", Access{Op: Object, Kind: "chat_completion", ID: "X-1"}},
 		{"GET", "/files/file-abc;x=1", Access{Op: Object, Kind: "file", ID: "file-abc;x=1"}},
+		{"GET", "/chatkit/threads", Access{Op: List, Kind: "chatkit_thread"}},
+		{"GET", "/chatkit/threads/cthr_1/items", Access{Op: Object, Kind: "chatkit_thread", ID: "cthr_1"}},
+		{"POST", "/chatkit/sessions", Access{Op: Create, Kind: "chatkit_session"}},
+		{"POST", "/chatkit/sessions/cksess_1/cancel", Access{Op: Object, Kind: "chatkit_session", ID: "cksess_1"}},
 		// Not object paths: a prefix that is not a whole segment, other APIs.
 		{"GET", "/filesystem", Access{Op: None}},
 		{"GET", "/models", Access{Op: None}},
