@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: run demo test bench bench-micro lint fuzz
+.PHONY: run demo test bench bench-micro lint fuzz helm-template
 
 run: ## serve with CORRAL_* from the environment
 	$(GO) run ./cmd/gateway
@@ -27,3 +27,7 @@ lint:
 
 fuzz: ## a short fuzz run of the keying canonicaliser
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/keying/
+
+helm-template: ## render the Helm chart with the example values (Helm pinned in tools/helm)
+	$(GO) -C tools/helm tool helm lint --strict ../../deploy/helm/corral -f ../../deploy/helm/corral/values-example.yaml
+	$(GO) -C tools/helm tool helm template corral ../../deploy/helm/corral -f ../../deploy/helm/corral/values-example.yaml

@@ -4,9 +4,9 @@
 // with taskset, drives fixed-concurrency and fixed-rate load, and prints
 // markdown tables plus a JSON file of every number.
 //
-//	go run ./bench/cmd/corralbench                 # the standard set (make bench), about 4 minutes
-//	go run ./bench/cmd/corralbench -quick          # smoke run, about a minute
-//	go run ./bench/cmd/corralbench -scenarios hit,stampede -d 5s
+//	go run ./cmd/corralbench                 # the standard set (make bench), about 4 minutes
+//	go run ./cmd/corralbench -quick          # smoke run, about a minute
+//	go run ./cmd/corralbench -scenarios hit,stampede -d 5s
 //
 // See docs/benchmarks.md for what each scenario measures.
 package main

@@ -296,7 +296,7 @@ func TestDeterministicFailureIsRemembered(t *testing.T) {
 	for _, tt := range tests {
 		cl := newCluster()
 		in := newInstance(t, nil, cl, func(context.Context, *coalesce.Request) (*coalesce.Response, error) {
-			r := jsonAnswer(`{"error":{"message":"no"}}`)
+			r := jsonAnswer(`{"error":{"message":"no such model","code":"model_not_found"}}`)
 			r.Status = tt.give
 			return r, nil
 		})

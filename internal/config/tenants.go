@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -89,25 +88,6 @@ func (t TenantSpec) DeniesObjects() bool { return t.StoredObjects == "deny" }
 // Caches reports whether the tenant's requests are cached and coalesced.
 func (t TenantSpec) Caches() bool { return t.Cache == nil || *t.Cache }
 
-// FileError is a problem in the tenants file, located by line and field.
-type FileError struct {
-	File    string
-	Line    int    // 0 when unknown
-	Field   string // e.g. tenants[1].id
-	Problem string
-}
-
-func (e *FileError) Error() string {
-	loc := e.File
-	if e.Line > 0 {
-		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
-	}
-	if e.Field == "" {
-		return fmt.Sprintf("tenants file %s: %s", loc, e.Problem)
-	}
-	return fmt.Sprintf("tenants file %s: %s: %s", loc, e.Field, e.Problem)
-}
-
 var tenantIDPattern = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 
 // LoadTenants reads and validates the tenants file at path.
@@ -123,18 +103,8 @@ func LoadTenants(path string) (*TenantsFile, error) {
 // error messages.
 func ParseTenants(name string, data []byte) (*TenantsFile, error) {
 	var tf TenantsFile
-	dec := yaml.NewDecoder(bytes.NewReader(data), yaml.DisallowUnknownField())
-	if err := dec.Decode(&tf); err != nil {
-		var ye yaml.Error
-		if errors.As(err, &ye) {
-			fe := &FileError{File: name, Problem: ye.GetMessage()}
-			if tok := ye.GetToken(); tok != nil && tok.Position != nil {
-				fe.Line = tok.Position.Line
-				fe.Field = tok.Value
-			}
-			return nil, fe
-		}
-		return nil, &FileError{File: name, Problem: err.Error()}
+	if err := decodeFile("tenants file", name, "a tenants: list (see the README's Tenants file)", data, &tf); err != nil {
+		return nil, err
 	}
 	v := validator{name: name, data: data}
 	return &tf, v.validate(&tf)

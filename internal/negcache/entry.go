@@ -48,7 +48,7 @@ func Decide(status int, body []byte, changed bool) Decision {
 	if !json.Valid(body) {
 		return Pass
 	}
-	switch Classify(status) {
+	switch ClassifyResponse(status, body) {
 	case Answer:
 		return StorePositive
 	case Deterministic:

@@ -74,7 +74,7 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 		}
 		c := &call{t: t, format: format, endpoint: endpoint, body: body, facts: facts, ctl: ctl}
 		if creates {
-			c.stored = s.newRecorder(r.Context(), t, true)
+			c.stored = s.newRecorder(r.Context(), t, true, "chat_completion")
 		}
 		if !t.Cache || ctl.noStore {
 			s.serveBypass(w, r, c)
