@@ -365,3 +365,36 @@ func BenchmarkJoinShared(b *testing.B) {
 		}
 	})
 }
+
+// TestMirrorLeaderGone: the instance streaming the answer stops renewing
+// its lock mid-stream and never writes the end; the mirror ends its
+// followers' stream with ErrLeaderGone instead of hanging.
+func TestMirrorLeaderGone(t *testing.T) {
+	cl := newCluster()
+	release := cl.hold(keying.Name("acme", hash, keying.Lock)) // the other instance's leader
+	streamKey := keying.Name("acme", hash, keying.Stream)
+	if err := cl.Append(context.Background(), streamKey, [][]byte{[]byte(streamEvents[0])}); err != nil {
+		t.Fatal(err)
+	}
+	<-cl.appended
+	b := newInstance(t, cl, cl, nil)
+	f := b.co.Join("acme", hash, request(true))
+	defer f.Leave()
+	<-f.Streaming()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cur := f.Cursor()
+	if first, err := cur.Next(ctx); err != nil || len(first) != 1 {
+		t.Fatalf("first batch %q, %v; want the leader's first event", first, err)
+	}
+	if err := release(context.Background()); err != nil { // the leader's lock lapses
+		t.Fatal(err)
+	}
+	if _, err := cur.Next(ctx); !errors.Is(err, coalesce.ErrLeaderGone) {
+		t.Fatalf("stream after the leader left: %v; want ErrLeaderGone", err)
+	}
+	var se *coalesce.StreamError
+	if _, err := result(t, f); !errors.As(err, &se) || !errors.Is(err, coalesce.ErrLeaderGone) {
+		t.Errorf("flight: %v; want a StreamError for ErrLeaderGone", err)
+	}
+}
