@@ -58,6 +58,10 @@ type Facts struct {
 	Stream       bool   // the client asked for an event stream
 	IncludeUsage bool   // a streaming client asked for the usage event
 	Estimate     int    // tokens/min charged before the upstream call
+	// Bypass, when set, says why this request is never cached or
+	// coalesced (a background run, a hosted tool, ...): it goes upstream
+	// as a BYPASS, with the reason in the access log.
+	Bypass string
 }
 
 // Usage is an answer's token usage.
