@@ -111,6 +111,7 @@ func ParseTenants(name string, data []byte) (*TenantsFile, error) {
 }
 
 type validator struct {
+	kind string // "" = tenants file
 	name string
 	data []byte
 	errs []error
@@ -118,6 +119,7 @@ type validator struct {
 
 func (v *validator) fail(path, field, format string, args ...any) {
 	v.errs = append(v.errs, &FileError{
+		Kind:    v.kind,
 		File:    v.name,
 		Line:    v.line("$." + path),
 		Field:   field,
