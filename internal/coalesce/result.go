@@ -14,6 +14,7 @@ type Request struct {
 	Tenant   string
 	Hash     string // the prompt's key hash (keying)
 	Endpoint string // the API path below /v1
+	Query    string // the client's query string, sent as it came
 	Model    string
 	Format   wire.Format
 

@@ -146,7 +146,11 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, countOnly
 		return true
 	}
 	if pl.status != 0 {
-		s.writeAnthropicError(w, pl.status, "Injected error "+strconv.Itoa(pl.status)+" for model "+req.Model+".")
+		msg := "Injected error " + strconv.Itoa(pl.status) + " for model " + req.Model + "."
+		if pl.status == http.StatusNotFound {
+			msg = "model: " + req.Model // Anthropic's wording for an unknown model
+		}
+		s.writeAnthropicError(w, pl.status, msg)
 		return false
 	}
 	reply := replyPrefix + last

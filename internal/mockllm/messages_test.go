@@ -79,7 +79,7 @@ func TestMessagesErrorShape(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 404 || string(b) != `{"error":{"message":"Injected error 404 for model mock-404.","type":"not_found_error"},"type":"error"}` {
+	if resp.StatusCode != 404 || string(b) != `{"error":{"message":"model: mock-404","type":"not_found_error"},"type":"error"}` {
 		t.Errorf("mock-404 = %d %s", resp.StatusCode, b)
 	}
 }

@@ -12,7 +12,10 @@
 // answer and never outlives its cause for long.
 package negcache
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Class is what Corral does with an upstream outcome.
 type Class uint8
@@ -92,10 +95,46 @@ func Classify(status int) Class {
 // Transient.
 func ClassifyResponse(status int, body []byte) Class {
 	c := Classify(status)
-	if status == 404 && c == Deterministic && errorCode(body) != "model_not_found" {
+	if status == 404 && c == Deterministic && !unknownModel(body) {
 		return Transient
 	}
+	if status == 413 && anthropicError(body) == "request_too_large" {
+		return Deterministic // Anthropic's: the same body is always too large
+	}
 	return c
+}
+
+// anthropicError is the error type of an Anthropic-shaped error body
+// ({"type":"error","error":{"type":...}}), "" for any other body.
+func anthropicError(body []byte) string {
+	var e struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil || e.Type != "error" {
+		return ""
+	}
+	return e.Error.Type
+}
+
+// unknownModel reports an upstream's "no such model" 404: OpenAI's error
+// code model_not_found, or Anthropic's not_found_error about the model
+// ("model: claude-x").
+func unknownModel(body []byte) bool {
+	if errorCode(body) == "model_not_found" {
+		return true
+	}
+	var e struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	return json.Unmarshal(body, &e) == nil && e.Type == "error" && e.Error.Type == "not_found_error" &&
+		strings.HasPrefix(e.Error.Message, "model:")
 }
 
 // errorCode reads error.code from an OpenAI-shaped error body ("" when

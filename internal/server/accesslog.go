@@ -15,12 +15,19 @@ type statusWriter struct {
 	status int
 	bytes  int64
 	wrote  bool
+	// anthropic: the request is on Anthropic's paths (/v1/messages...):
+	// Corral's errors take Anthropic's shape and its rate-limit headers
+	// Anthropic's names.
+	anthropic bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.status = code
 		w.wrote = code >= 200 // 1xx informational headers do not count
+		if w.anthropic && w.wrote {
+			anthropicRateHeaders(w.Header(), time.Now())
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -28,6 +35,9 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(p []byte) (int, error) {
 	if !w.wrote {
 		w.status, w.wrote = http.StatusOK, true
+		if w.anthropic {
+			anthropicRateHeaders(w.Header(), time.Now())
+		}
 	}
 	n, err := w.ResponseWriter.Write(p)
 	w.bytes += int64(n)
@@ -70,7 +80,7 @@ func accessLog(log *slog.Logger, observe func(*logRecord, int, time.Duration)) f
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			rec := &logRecord{}
-			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, anthropic: isAnthropicPath(r.URL.Path) || isAnthropicModels(r)}
 			// Deferred, so a response cut on purpose (http.ErrAbortHandler)
 			// is still logged and counted.
 			defer func() { logRequest(log, observe, r, rec, sw, start) }()

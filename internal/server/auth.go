@@ -30,5 +30,8 @@ func bearerKey(r *http.Request) string {
 		}
 		return ""
 	}
+	if k := r.Header.Get("X-Api-Key"); k != "" {
+		return strings.TrimSpace(k) // Anthropic's SDKs and agents
+	}
 	return strings.TrimSpace(r.Header.Get("Api-Key"))
 }

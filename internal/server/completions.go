@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/corralhq/corral/internal/coalesce"
@@ -27,6 +28,7 @@ type call struct {
 	ctl      controls
 	stored   *recorder // records this tenant's stored completion, when it asked for one
 	pin      string    // the upstream holding an object the request names ("" = route by model)
+	query    string    // the client's query string, forwarded (Anthropic's ?beta=true)
 }
 
 // handleModelCall serves a cached and coalesced endpoint of format
@@ -50,7 +52,7 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 			writeError(w, aerr)
 			return
 		}
-		facts, err := format.Parse(t.ID, endpoint, body)
+		facts, err := format.Parse(t.ID, keyScope(r, endpoint), body)
 		if err != nil {
 			writeError(w, errInvalidRequest("The request body is not a valid JSON object.", ""))
 			return
@@ -79,7 +81,7 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 			writeError(w, aerr)
 			return
 		}
-		c := &call{t: t, format: format, endpoint: endpoint, body: body, facts: facts, ctl: ctl, pin: pin}
+		c := &call{t: t, format: format, endpoint: endpoint, body: body, facts: facts, ctl: ctl, pin: pin, query: r.URL.RawQuery}
 		if creates {
 			c.stored = s.newRecorder(r.Context(), t, true, storedKind(endpoint))
 			c.stored.entryName = keying.Name(t.ID, facts.Hash, keying.Response)
@@ -106,6 +108,22 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 	}
 }
 
+// keyScope is what a prompt's key is scoped to beside the tenant: the
+// endpoint and what else changes the answer without being in the body,
+// the query string (Anthropic's ?beta=true, Azure's api-version) and the
+// version and beta headers of the API (anthropic-version, anthropic-beta,
+// OpenAI-Beta).
+func keyScope(r *http.Request, endpoint string) string {
+	q := r.URL.RawQuery
+	v, b := r.Header.Values("Anthropic-Version"), r.Header.Values("Anthropic-Beta")
+	ob := r.Header.Values("Openai-Beta")
+	if q == "" && len(v) == 0 && len(b) == 0 && len(ob) == 0 {
+		return endpoint // the common case: the key of an endpoint as it always was
+	}
+	return endpoint + "?" + q + "\x00anthropic-version=" + strings.Join(v, ",") +
+		"\x00anthropic-beta=" + strings.Join(b, ",") + "\x00openai-beta=" + strings.Join(ob, ",")
+}
+
 // route is where the call goes upstream.
 func (c *call) route() route { return route{pin: c.pin, model: c.facts.Model} }
 
@@ -129,7 +147,7 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 			return
 		}
 	}
-	req := upstream.Request{Method: http.MethodPost, Path: c.endpoint, Header: r.Header, Body: c.body}
+	req := upstream.Request{Method: http.MethodPost, Path: c.endpoint, RawQuery: c.query, Header: r.Header, Body: c.body}
 	if c.stored != nil {
 		s.forwardObjects(w, r, c.t, c.route(), req, objects.Access{Kind: storedKind(c.endpoint)}, true)
 		return
@@ -148,6 +166,7 @@ func (s *Server) flightRequest(c *call) *coalesce.Request {
 		Tenant:      c.t.ID,
 		Hash:        c.facts.Hash,
 		Endpoint:    c.endpoint,
+		Query:       c.query,
 		Model:       c.facts.Model,
 		Format:      c.format,
 		Stream:      c.facts.Stream,

@@ -12,6 +12,7 @@ import (
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/wire"
+	"github.com/corralhq/corral/internal/wire/anthropic"
 	"github.com/corralhq/corral/internal/wire/openai"
 )
 
@@ -157,7 +158,26 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		ratelimit.SetRetryAfter(h, d)
 	}
 	w.WriteHeader(e.Status)
-	_, _ = w.Write(errorFormat.ErrorBody(e.wire()))
+	_, _ = w.Write(errorFormatOf(w).ErrorBody(e.wire()))
+}
+
+// errorFormatOf is the error shape of the route w answers: Anthropic's on
+// /v1/messages..., OpenAI's everywhere else.
+func errorFormatOf(w http.ResponseWriter) wire.Format {
+	for w != nil {
+		if sw, ok := w.(*statusWriter); ok {
+			if sw.anthropic {
+				return anthropic.Format{}
+			}
+			return errorFormat
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
+	return errorFormat
 }
 
 // errConcurrency answers when the tenant's leader semaphore stayed full for

@@ -15,9 +15,11 @@ import (
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/coalesce/redisflight"
+	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/objects"
+	"github.com/corralhq/corral/internal/pool"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/tenant"
@@ -26,9 +28,10 @@ import (
 )
 
 const (
-	acmeKey     = "sk-acme-test-key"
-	limitedKey  = "sk-limited-test-key"
-	upstreamKey = "sk-upstream-secret-key"
+	anthropicUpstreamKey = "sk-ant-upstream-secret"
+	acmeKey              = "sk-acme-test-key"
+	limitedKey           = "sk-limited-test-key"
+	upstreamKey          = "sk-upstream-secret-key"
 )
 
 // harness is one or more gateway instances in front of one mock model,
@@ -59,6 +62,7 @@ type harnessOptions struct {
 	negativeTTL     time.Duration
 	logs            io.Writer // access and error logs (JSON, debug level); default discarded
 	wrapUpstream    func(http.Handler) http.Handler
+	anthropic       bool // the mock also serves as an anthropic upstream ("claude", key anthropicUpstreamKey in x-api-key)
 }
 
 func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
@@ -102,6 +106,16 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 		}
 		tb.Cleanup(up.CloseIdleConnections)
 		so := Options{Tenants: reg, Upstream: up, MaxBodyBytes: o.maxBody, PollInterval: 20 * time.Millisecond, Metrics: metrics.New()}
+		if o.anthropic {
+			claude, err := upstream.New(upstream.Options{BaseURL: h.up.URL + "/v1", APIKey: anthropicUpstreamKey, Auth: "x-api-key", Timeout: o.upstreamTimeout})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(claude.CloseIdleConnections)
+			ms := []*pool.Member{{Name: "openai", API: "openai", Weight: 1}, {Name: "claude", API: "anthropic", Weight: 1}}
+			so.Upstreams = failover.New(&failover.Set{Pool: pool.New(ms, pool.Options{}),
+				Clients: map[string]failover.Doer{"openai": up, "claude": claude}}, failover.Options{Timeout: o.upstreamTimeout, NoHealth: true})
+		}
 		if o.logs != nil {
 			so.Logger = slog.New(slog.NewJSONHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}

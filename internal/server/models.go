@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/corralhq/corral/internal/tenant"
+	"github.com/corralhq/corral/internal/upstream"
 )
 
 // handleModels lists the models the tenant may use. A tenant with an
@@ -12,6 +13,10 @@ import (
 // gets the upstream's list.
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	t, _ := tenant.FromContext(r.Context())
+	if r.Header.Get("Anthropic-Version") != "" {
+		s.anthropicModels(w, r, t)
+		return
+	}
 	if t.Models == nil {
 		s.handleProxy(w, r)
 		return
@@ -32,3 +37,41 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(list)
 }
+
+// anthropicModels answers GET /v1/models from an Anthropic client (it sends
+// anthropic-version) in Anthropic's list shape: the allow-list, or the
+// list of the first anthropic upstream.
+func (s *Server) anthropicModels(w http.ResponseWriter, r *http.Request, t *tenant.Tenant) {
+	if t.Models == nil {
+		pin := s.up.Primary(apiAnthropic)
+		if pin == "" {
+			writeError(w, errNoAnthropicUpstream)
+			return
+		}
+		s.forward(w, r, route{pin: pin}, upstream.Request{Method: http.MethodGet, Path: "/models", RawQuery: r.URL.RawQuery, Header: r.Header})
+		return
+	}
+	type model struct {
+		Type        string `json:"type"`
+		ID          string `json:"id"`
+		DisplayName string `json:"display_name"`
+		CreatedAt   string `json:"created_at"`
+	}
+	list := struct {
+		Data    []model `json:"data"`
+		HasMore bool    `json:"has_more"`
+		FirstID *string `json:"first_id"`
+		LastID  *string `json:"last_id"`
+	}{Data: make([]model, 0, len(t.Models))}
+	for _, m := range t.Models {
+		list.Data = append(list.Data, model{Type: "model", ID: m, DisplayName: m, CreatedAt: "1970-01-01T00:00:00Z"})
+	}
+	if n := len(list.Data); n > 0 {
+		list.FirstID, list.LastID = &list.Data[0].ID, &list.Data[n-1].ID
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(list)
+}
+
+var errNoAnthropicUpstream = &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found",
+	Message: "No upstream of this gateway serves Anthropic's API."}

@@ -47,6 +47,7 @@ var responseDeny = map[string]bool{
 	"Content-Length":      true,
 	"Set-Cookie":          true,
 	"X-Request-Id":        true,
+	"Request-Id":          true, // Anthropic's own request id
 	"Openai-Organization": true,
 	"Openai-Project":      true,
 	"Server":              true,
@@ -59,7 +60,7 @@ var responseDeny = map[string]bool{
 // (they describe Corral's account, not the tenant's) are dropped.
 func CopyResponseHeader(dst, src http.Header) {
 	for k, vv := range src {
-		if isHopByHop(src, k) || responseDeny[k] || strings.HasPrefix(k, "X-Ratelimit-") {
+		if isHopByHop(src, k) || responseDeny[k] || strings.HasPrefix(k, "X-Ratelimit-") || strings.HasPrefix(k, "Anthropic-Ratelimit-") {
 			continue
 		}
 		dst[k] = vv
