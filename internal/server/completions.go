@@ -34,7 +34,7 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 		}
 		req, err := keying.Parse(t.ID, endpoint, body)
 		if err != nil {
-			writeError(w, errInvalidRequest("The request body is not a valid JSON object.", ""))
+			writeError(w, errBadBody(err))
 			return
 		}
 		if req.Model == "" {

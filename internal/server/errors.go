@@ -3,10 +3,12 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/upstream"
 )
@@ -81,6 +83,18 @@ func errInvalidRequest(msg, param string) *apiError {
 func errModelNotAllowed(model string) *apiError {
 	return &apiError{Status: http.StatusForbidden, Type: typeInvalidRequest, Code: "model_not_allowed", Param: "model",
 		Message: "The model " + strconv.Quote(model) + " is not allowed for this API key."}
+}
+
+// errBadBody maps a keying error to what the client is told: which rule the
+// body broke, never the body's bytes.
+func errBadBody(err error) *apiError {
+	switch {
+	case errors.Is(err, keying.ErrNumberOutOfRange):
+		return errInvalidRequest(fmt.Sprintf("A number in the request body has an exponent of more than %d digits.", keying.MaxExponentDigits), "")
+	case errors.Is(err, keying.ErrAmbiguousKey):
+		return errInvalidRequest("Top-level field names of the request body must not differ only in letter case from each other or from an API field (such as \"MODEL\" for \"model\").", "")
+	}
+	return errInvalidRequest("The request body is not a valid JSON object.", "")
 }
 
 // upstreamFailure maps an upstream call error to what the client sees.

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/negcache"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
@@ -26,20 +25,14 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	// The model allow-list holds on every path, not only the cached ones:
-	// a proxied body that names a model must name an allowed one.
-	if t, _ := tenant.FromContext(r.Context()); t.Models != nil && len(body) > 0 && body[0] == '{' {
-		// The keying scanner matches "model" exactly and refuses duplicate
-		// keys, so a body cannot show one model to Corral and another to
-		// the upstream (encoding/json would match "Model" too).
-		req, err := keying.Parse(t.ID, rel, body)
-		if err != nil {
-			writeError(w, errInvalidRequest("The request body is not a valid JSON object.", ""))
-			return
+	// The model allow-list holds on every path, not only the cached ones.
+	if t, _ := tenant.FromContext(r.Context()); t != nil {
+		model, aerr := checkProxiedModel(t, r, body)
+		if model != "" {
+			recordFrom(r.Context()).model = model
 		}
-		if req.Model != "" && !t.Allows(req.Model) {
-			recordFrom(r.Context()).model = req.Model
-			writeError(w, errModelNotAllowed(req.Model))
+		if aerr != nil {
+			writeError(w, aerr)
 			return
 		}
 	}
