@@ -10,10 +10,11 @@ run: ## serve with CORRAL_* from the environment
 demo: ## serve the built-in mock model with a demo key
 	$(GO) run ./cmd/gateway -demo
 
-test: ## vet, race-enabled tests, then every benchmark once so they stay runnable
+test: ## vet, race-enabled tests, every benchmark once so they stay runnable, 5 s of fuzzing bodies through the handler
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 10m $(PKGS)
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 5m $(PKGS)
+	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime 5s ./internal/server/
 
 bench: ## load harness (bench/): gateway, mock, Redis and a bare proxy as pinned processes; ~4 min; BENCHFLAGS=-quick for ~1 min
 	$(GO) run ./bench/cmd/corralbench $(BENCHFLAGS)
@@ -25,5 +26,6 @@ lint:
 	$(GO) vet $(PKGS)
 	test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 
-fuzz: ## a short fuzz run of the keying canonicaliser
+fuzz: ## a short fuzz run of the keying canonicaliser and of whole bodies through the handler
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/keying/
+	$(GO) test -run '^$$' -fuzz FuzzHandler -fuzztime 60s ./internal/server/
