@@ -6,6 +6,25 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Redis client deadlines. Every Redis call Corral makes, and every step of
+// setting up a connection for it, ends within one of these, so a Redis that
+// hangs (SIGSTOP, a full kernel queue, a dead peer behind a live TCP stack)
+// costs a request at most a few hundred milliseconds before the breaker
+// takes Redis out of the path; Corral answers without Redis.
+const (
+	// redisDialTimeout bounds the TCP (and TLS) connect.
+	redisDialTimeout = time.Second
+	// redisIOTimeout bounds each socket read and write, the new
+	// connection's HELLO/AUTH/SELECT handshake included (go-redis runs it
+	// through the same reader). Blocking commands (XREAD BLOCK) get their
+	// block time on top, and callers' context deadlines cut any of them
+	// shorter (ContextTimeoutEnabled).
+	redisIOTimeout = 500 * time.Millisecond
+	// redisPoolTimeout bounds the wait for a free pooled connection.
+	redisPoolTimeout = time.Second
 )
 
 // newRedis opens the Redis client for distributed mode with timeouts that
@@ -17,14 +36,18 @@ func newRedis(ctx context.Context, url string) (*redis.Client, error) {
 		// The URL may hold a password: never echo it.
 		return nil, fmt.Errorf("CORRAL_REDIS_URL: not a valid redis URL")
 	}
-	opt.DialTimeout = time.Second
-	opt.ReadTimeout = 500 * time.Millisecond
-	opt.WriteTimeout = 500 * time.Millisecond
-	opt.PoolTimeout = time.Second
+	opt.DialTimeout = redisDialTimeout
+	opt.ReadTimeout = redisIOTimeout
+	opt.WriteTimeout = redisIOTimeout
+	opt.PoolTimeout = redisPoolTimeout
 	opt.ContextTimeoutEnabled = true // honour per-call deadlines on socket reads and writes
 	opt.MaxRetries = 1
 	opt.DialerRetries = 1
 	opt.PoolSize = 64
+	// Maintenance notifications (RESP3 pushes from managed Redis) would
+	// relax read deadlines to 10 s during a failover; Corral would rather
+	// degrade in half a second.
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	rdb := redis.NewClient(opt)
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

@@ -331,6 +331,9 @@ func (s *Server) lead(ctx context.Context, p *flightParams, st *flightState) (le
 			l, ok, err = s.acquirePlain(ctx, p)
 		}
 		s.redis.record(err)
+		if err != nil && !s.redis.healthy() {
+			return nil, waited, res, false // a failed probe leads locally, not another probe
+		}
 		if ok {
 			if waited {
 				// The leader we waited for released or lost its lock
