@@ -3,6 +3,7 @@ package server
 import (
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -57,6 +58,7 @@ type harnessOptions struct {
 	negativeTTL     time.Duration
 	logs            io.Writer // access and error logs (JSON, debug level); default discarded
 	wrapUpstream    func(http.Handler) http.Handler
+	wrapListener    func(net.Listener) net.Listener // the gateways' listeners, when set
 }
 
 func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
@@ -132,7 +134,11 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		gw := httptest.NewServer(srv)
+		gw := httptest.NewUnstartedServer(srv)
+		if o.wrapListener != nil {
+			gw.Listener = o.wrapListener(gw.Listener)
+		}
+		gw.Start()
 		tb.Cleanup(gw.Close)
 		h.srvs = append(h.srvs, srv)
 		h.gws = append(h.gws, gw)

@@ -80,6 +80,10 @@ type Options struct {
 	// Reload re-reads the tenants file for POST /admin/reload and SIGHUP.
 	// nil means reload is not available.
 	Reload func() (*tenant.Registry, error)
+	// WriteStall is how long one write of a response may block on a client
+	// that does not read before the client is dropped; it applies to every
+	// answer, streamed or not. Default 30s.
+	WriteStall time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -126,6 +130,7 @@ type Server struct {
 	waitTimeout       time.Duration
 	failOnWaitTimeout bool
 	leaderWait        time.Duration
+	writeStall        time.Duration // see Options.WriteStall
 	limiter           ratelimit.Limiter
 	metrics           *metrics.Metrics
 	usage             UsageRecorder
@@ -158,6 +163,7 @@ func New(o Options) (*Server, error) {
 		waitTimeout:       cmp.Or(o.WaitTimeout, 120*time.Second),
 		failOnWaitTimeout: o.FailOnWaitTimeout,
 		leaderWait:        cmp.Or(o.LeaderWait, 10*time.Second),
+		writeStall:        cmp.Or(o.WriteStall, 30*time.Second),
 		limiter:           o.Limiter,
 		metrics:           o.Metrics,
 		usage:             o.Usage,
@@ -199,7 +205,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(requestID(s.ids), s.countInFlight, accessLog(s.log, s.observe), recoverer(s.log))
+	r.Use(writeDeadline(s.writeStall), requestID(s.ids), s.countInFlight, accessLog(s.log, s.observe), recoverer(s.log))
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errNotFound) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
 
