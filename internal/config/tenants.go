@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -118,20 +120,58 @@ func LoadTenants(path string) (*TenantsFile, error) {
 func ParseTenants(name string, data []byte) (*TenantsFile, error) {
 	var tf TenantsFile
 	dec := yaml.NewDecoder(bytes.NewReader(data), yaml.DisallowUnknownField())
-	if err := dec.Decode(&tf); err != nil {
-		var ye yaml.Error
-		if errors.As(err, &ye) {
-			fe := &FileError{File: name, Problem: ye.GetMessage()}
-			if tok := ye.GetToken(); tok != nil && tok.Position != nil {
-				fe.Line = tok.Position.Line
-				fe.Field = tok.Value
-			}
-			return nil, fe
-		}
-		return nil, &FileError{File: name, Problem: err.Error()}
+	if err := dec.Decode(&tf); err != nil && !errors.Is(err, io.EOF) { // an empty file has no tenants: validate says so
+		return nil, decodeError(name, err)
 	}
 	v := validator{name: name, data: data}
 	return &tf, v.validate(&tf)
+}
+
+// decodeError locates a YAML decoding error without echoing the file: a
+// file that is not a tenants file at all (a key pasted in, a binary, the
+// wrong path) must not land in logs and admin answers byte for byte. Only
+// words that look like field names ("colour" in unknown field "colour")
+// are quoted; anything else becomes "…".
+func decodeError(name string, err error) error {
+	var ye yaml.Error
+	if !errors.As(err, &ye) {
+		return &FileError{File: name, Problem: "not a valid YAML tenants file"}
+	}
+	fe := &FileError{File: name, Problem: quotedNonNames.ReplaceAllStringFunc(ye.GetMessage(), redactQuoted)}
+	if tok := ye.GetToken(); tok != nil && tok.Position != nil {
+		fe.Line = tok.Position.Line
+		if fieldName.MatchString(tok.Value) {
+			fe.Field = tok.Value
+		}
+	}
+	if !printable.MatchString(fe.Problem) || len(fe.Problem) > 200 || strings.Contains(fe.Problem, "\n") {
+		fe.Problem = "not a valid YAML tenants file"
+	}
+	return fe
+}
+
+var (
+	fieldName      = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	quotedNonNames = regexp.MustCompile(`"[^"]*"|'[^']*'`)
+	printable      = regexp.MustCompile(`^[ -~…]*$`)
+)
+
+// redactQuoted keeps a quoted word that looks like a field name, or a
+// single bracket or separator the parser names (']' not found).
+func redactQuoted(q string) string {
+	inner := q[1 : len(q)-1]
+	if fieldName.MatchString(inner) || (len(inner) == 1 && strings.Contains("[]{}:,-", inner)) {
+		return q
+	}
+	return `"…"`
+}
+
+// clip bounds a value quoted back from the file.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:32] + "…"
+	}
+	return s
 }
 
 type validator struct {
@@ -171,19 +211,24 @@ func (v *validator) duration(path string, d *Duration) {
 	switch {
 	case d == nil:
 	case d.bad != "":
-		v.fail(path, path, "bad duration %q: use Go syntax such as 30s, 5m, 1h", d.bad)
+		v.fail(path, path, "bad duration %q: use Go syntax such as 30s, 5m, 1h", clip(d.bad))
 	case d.Duration <= 0:
 		v.fail(path, path, "must be a positive duration")
 	}
 }
 
 func (v *validator) validate(tf *TenantsFile) error {
+	if len(tf.Tenants) == 0 {
+		// A file that lists nobody (tenants: [], an empty file) is a
+		// mistake, not a way to refuse every request: say so at start.
+		v.fail("tenants", "tenants", "no tenants: list at least one (without a tenants file every request is refused anyway)")
+	}
 	ids := map[string]int{}
 	hashes := map[string]string{}
 	for i, t := range tf.Tenants {
 		at := fmt.Sprintf("tenants[%d]", i)
 		if !tenantIDPattern.MatchString(t.ID) {
-			v.fail(at+".id", at+".id", "bad id %q: must match [a-z0-9_-]{1,64}", t.ID)
+			v.fail(at+".id", at+".id", "bad id %q: must match [a-z0-9_-]{1,64}", clip(t.ID))
 		} else if prev, dup := ids[t.ID]; dup {
 			v.fail(at+".id", at+".id", "duplicate id %q (also tenants[%d])", t.ID, prev)
 		} else {
