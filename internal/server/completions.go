@@ -49,16 +49,16 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 
 		estimate := tokenEstimate(endpoint, req.PromptBytes, req.MaxTokens, req.N)
 		if !t.Cache || ctl.noStore {
-			rec.cache = cacheBypass
-			setCacheHeaders(w.Header(), cacheBypass, nil, false, ctl, s.now())
 			if t.TokensPerMinute > 0 {
 				res, aerr := s.takeTokens(r.Context(), t, ratelimit.Tokens, t.TokensPerMinute, estimate)
 				ratelimit.SetHeaders(w.Header(), ratelimit.Tokens.Suffix(), res)
 				if aerr != nil {
-					writeError(w, aerr)
+					writeError(w, aerr) // a refusal, not an answer: no cache status
 					return
 				}
 			}
+			rec.cache = cacheBypass
+			setCacheHeaders(w.Header(), cacheBypass, nil, false, ctl, s.now())
 			s.forward(w, r, upstream.Request{Method: http.MethodPost, Path: endpoint, Header: r.Header, Body: body})
 			return
 		}
@@ -193,6 +193,12 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 	rec.cache = source
 	account(res.entry)
 	switch {
+	case res.fail != nil && res.fail.Status == http.StatusTooManyRequests:
+		// Corral's own refusal (tokens/min, tenant_concurrency_exceeded;
+		// an upstream 429 is an entry) is no answer: it carries no
+		// X-Corral-Cache and is not counted as a cache outcome.
+		rec.cache = ""
+		writeError(w, res.fail)
 	case res.fail != nil:
 		setCacheHeaders(w.Header(), source, nil, false, ctl, s.now())
 		writeError(w, res.fail)

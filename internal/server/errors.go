@@ -23,6 +23,7 @@ type apiError struct {
 	Param   string // "" renders as null
 
 	retryAfter time.Duration // 429: when to retry; 0 = one second
+	neverFits  bool          // 429 for a request larger than the limit's burst: no retry can help, so no Retry-After
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -127,8 +128,14 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="corral"`)
 	}
-	if e.Status == http.StatusTooManyRequests && h.Get("Retry-After") == "" {
-		// Every 429 says when to retry; the official SDKs honour it.
+	switch {
+	case e.Status != http.StatusTooManyRequests:
+	case e.neverFits:
+		// Retrying cannot help, and the SDKs retry whatever says when.
+		h.Del("Retry-After")
+		h.Del("retry-after-ms")
+	case h.Get("Retry-After") == "":
+		// Every other 429 says when to retry; the official SDKs honour it.
 		d := e.retryAfter
 		if d <= 0 {
 			d = time.Second
