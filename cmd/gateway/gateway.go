@@ -112,7 +112,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	mode := "embedded"
 	if cfg.RedisURL != "" {
 		mode = "distributed"
-		rdb, err := newRedis(ctx, cfg.RedisURL)
+		rdb, err := newRedis(ctx, cfg.RedisURL, log)
 		if err != nil {
 			return nil, err
 		}

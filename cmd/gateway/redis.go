@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,8 +30,10 @@ const (
 
 // newRedis opens the Redis client for distributed mode with timeouts that
 // fail fast: a Redis outage must cost a request milliseconds, not the
-// library's default seconds, because Corral answers without Redis.
-func newRedis(ctx context.Context, url string) (*redis.Client, error) {
+// library's default seconds, because Corral answers without Redis. It also
+// routes go-redis's own log lines to log.
+func newRedis(ctx context.Context, url string, log *slog.Logger) (*redis.Client, error) {
+	redis.SetLogger(redisLogger{log})
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		// The URL may hold a password: never echo it.
@@ -55,4 +58,14 @@ func newRedis(ctx context.Context, url string) (*redis.Client, error) {
 	// and picks Redis up when it answers. Ping only to say so early.
 	_ = rdb.Ping(pctx).Err()
 	return rdb, nil
+}
+
+// redisLogger routes go-redis's own log lines (pool, pub/sub, sentinel and
+// cluster notices) into Corral's JSON log, where they would otherwise go to
+// stderr in the standard library's format. The library's logger is process
+// wide; the last gateway set up wins, which in a process is the only one.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "redis client", slog.String("detail", fmt.Sprintf(format, v...)))
 }

@@ -152,7 +152,7 @@ func TestHungRedis(t *testing.T) {
 // TestRedisClientDeadlines pins the client options that give every Redis
 // call, and a new connection's handshake, a deadline.
 func TestRedisClientDeadlines(t *testing.T) {
-	rdb, err := newRedis(context.Background(), "redis://127.0.0.1:1/0")
+	rdb, err := newRedis(context.Background(), "redis://127.0.0.1:1/0", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,4 +167,41 @@ func TestRedisClientDeadlines(t *testing.T) {
 	if o.MaintNotificationsConfig == nil || o.MaintNotificationsConfig.Mode != maintnotifications.ModeDisabled {
 		t.Errorf("maintenance notifications %+v; want disabled (they relax deadlines)", o.MaintNotificationsConfig)
 	}
+}
+
+// TestRedisClientLogsAsJSON: go-redis's own log lines reach Corral's JSON
+// log, not stderr in another format (issue 13, fault 8).
+func TestRedisClientLogsAsJSON(t *testing.T) {
+	rs := redistest.Start(t)
+	var buf syncBuffer
+	wiredGateway(t, rs, slog.New(slog.NewJSONHandler(&buf, nil)))
+	// go-redis logs a truncated sub-millisecond expiry.
+	if err := rs.Client().Set(context.Background(), "corral-test", "v", time.Microsecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(buf.String()) {
+		var v map[string]any
+		if json.Unmarshal([]byte(line), &v) == nil && v["msg"] == "redis client" && strings.Contains(fmt.Sprint(v["detail"]), "truncating to 1ms") {
+			return
+		}
+	}
+	t.Errorf("no JSON line for go-redis's log in %q", buf.String())
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex // protects b
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
