@@ -12,6 +12,9 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/gateway ./cmd/gate
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/gateway /usr/local/bin/gateway
 COPY --from=build /out/mockllm /usr/local/bin/mockllm
+# Embedded mode keeps stored-object ownership here; mount a volume to keep
+# it across containers (distributed mode keeps it in Redis instead).
+ENV CORRAL_DATA_DIR=/home/nonroot/corral-data
 USER nonroot:nonroot
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/gateway"]

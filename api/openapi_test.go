@@ -262,6 +262,9 @@ func TestErrorCodes(t *testing.T) {
 		"upstream_auth_error":         "502",
 		"upstream_error":              "502",
 		"upstream_timeout":            "504",
+		"stored_objects_disabled":     "403",
+		"not_found":                   "404",
+		"ownership_unavailable":       "503",
 	}
 	seen := map[string]map[string]bool{} // code → statuses
 	for _, item := range mapping(t, d, "paths") {

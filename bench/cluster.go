@@ -119,6 +119,7 @@ func (c *cluster) startGateway(ctx context.Context, name string, withRedis bool)
 			"CORRAL_TENANTS_FILE="+c.tenantsFile,
 			"CORRAL_LOG_LEVEL=error",
 			"CORRAL_SHUTDOWN_TIMEOUT=1s",
+			"CORRAL_DATA_DIR="+filepath.Join(c.dir, "data-"+name),
 		)
 		if withRedis {
 			env = append(env, "CORRAL_REDIS_URL="+c.redisURL)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/corralhq/corral/internal/cache"
@@ -14,6 +15,7 @@ import (
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/server"
 	"github.com/corralhq/corral/internal/tenant"
@@ -110,6 +112,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		so.Reload = loadRegistry
 	}
 	mode := "embedded"
+	var objStore objects.Store
 	if cfg.RedisURL != "" {
 		mode = "distributed"
 		rdb, err := newRedis(ctx, cfg.RedisURL, log)
@@ -121,6 +124,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		gw.closers = append(gw.closers, func() { _ = bus.Close() })
 		so.Distributed = true
 		so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
+		objStore = objects.NewRedis(rdb, objects.RedisOptions{})
 		so.Locker = server.RedisLocker(redislock.NewLocker(rdb, redislock.Options{TTL: cfg.LockTTL}))
 		so.Bus = bus
 		so.Streams = livestream.New(rdb, livestream.Options{})
@@ -137,6 +141,21 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		gw.closers = append(gw.closers, func() { _ = mem.Close() })
 		so.Cache = mem
 	}
+	// Stored-object ownership: in Redis in distributed mode, in a bbolt
+	// file under CORRAL_DATA_DIR in embedded mode, so a restart forgets
+	// no owner.
+	if objStore == nil {
+		b, err := objects.OpenBolt(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		gw.closers = append(gw.closers, func() { _ = b.Close() })
+		objStore = b
+		log.Info("stored-object ownership kept in the data dir", slog.String("path", filepath.Join(cfg.DataDir, objects.BoltFile)))
+	}
+	owners := objects.NewRegistry(objStore, objects.RegistryOptions{Logger: log})
+	gw.closers = append(gw.closers, owners.Close)
+	so.Objects = owners
 	var srv *server.Server
 	so.Ready = func() (bool, map[string]any) {
 		detail := map[string]any{"mode": mode, "redis": "disabled"}
@@ -183,6 +202,7 @@ func tenantSpecs(cfg config.Config) ([]tenant.Spec, error) {
 			CacheTTL:          cfg.CacheTTL,
 			NegativeTTL:       cfg.NegativeTTL,
 			Cache:             t.Caches(),
+			DenyObjects:       t.DeniesObjects(),
 		}
 		if t.CacheTTL != nil {
 			s.CacheTTL = t.CacheTTL.Duration

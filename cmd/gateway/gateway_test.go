@@ -100,7 +100,7 @@ func TestDistributedWiring(t *testing.T) {
 }
 
 func TestEmbeddedReadyz(t *testing.T) {
-	cfg, err := config.Load(nil)
+	cfg, err := config.Load([]string{"CORRAL_DATA_DIR=" + t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,9 @@ func TestRunDemoServesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr := newLineWriter(), newLineWriter()
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-demo"}, []string{"CORRAL_ADDR=127.0.0.1:0"}, stdout, stderr) }()
+	go func() {
+		done <- run(ctx, []string{"-demo"}, []string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_DATA_DIR=" + t.TempDir()}, stdout, stderr)
+	}()
 
 	base := stdout.waitFor(t, regexp.MustCompile(`base URL: (http://\S+)`))[1]
 	if !strings.Contains(stdout.String(), "curl -si "+base+"/chat/completions") || !strings.Contains(stdout.String(), DemoKey) {

@@ -71,6 +71,10 @@ type Config struct {
 	// ShutdownTimeout is how long in-flight requests and streams may run
 	// after SIGTERM before they are cut. CORRAL_SHUTDOWN_TIMEOUT, default 30s.
 	ShutdownTimeout time.Duration `env:"CORRAL_SHUTDOWN_TIMEOUT" envDefault:"30s"`
+	// DataDir holds embedded mode's persistent state: which tenant owns
+	// which stored object (objects.db). Unused in distributed mode, where
+	// ownership lives in Redis. CORRAL_DATA_DIR, default ./corral-data.
+	DataDir string `env:"CORRAL_DATA_DIR" envDefault:"./corral-data"`
 }
 
 // Error is a configuration problem tied to one variable.

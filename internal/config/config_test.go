@@ -24,6 +24,7 @@ func TestLoadDefaults(t *testing.T) {
 		MaxBodyBytes:    8 << 20,
 		LogLevel:        "info",
 		ShutdownTimeout: 30 * time.Second,
+		DataDir:         "./corral-data",
 	}
 	if c != want {
 		t.Errorf("Load(empty) = %+v\nwant %+v", c, want)

@@ -45,6 +45,9 @@ type TenantSpec struct {
 	NegativeTTL *Duration `yaml:"negative_ttl"`
 	// Cache false means never cache or coalesce this tenant's requests.
 	Cache *bool `yaml:"cache"`
+	// StoredObjects is "isolated" (default: the tenant reaches only the
+	// stored objects it created) or "deny" (no stored objects at all).
+	StoredObjects string `yaml:"stored_objects"`
 }
 
 // Duration is a Go-syntax duration in the tenants file ("30s", "1h").
@@ -81,6 +84,9 @@ func (t TenantSpec) Leaders() int {
 	}
 	return *t.MaxLeaders
 }
+
+// DeniesObjects reports whether stored_objects is "deny".
+func (t TenantSpec) DeniesObjects() bool { return t.StoredObjects == "deny" }
 
 // Caches reports whether the tenant's requests are cached and coalesced.
 func (t TenantSpec) Caches() bool { return t.Cache == nil || *t.Cache }
@@ -259,6 +265,11 @@ func (v *validator) validate(tf *TenantsFile) error {
 		}
 		if t.MaxLeaders != nil && *t.MaxLeaders < 1 {
 			v.fail(at+".max_leaders", at+".max_leaders", "must be at least 1")
+		}
+		switch t.StoredObjects {
+		case "", "isolated", "deny":
+		default:
+			v.fail(at+".stored_objects", at+".stored_objects", "bad value %q: must be isolated or deny", t.StoredObjects)
 		}
 		v.duration(at+".cache_ttl", t.CacheTTL)
 		v.duration(at+".negative_ttl", t.NegativeTTL)

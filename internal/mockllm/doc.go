@@ -12,6 +12,9 @@
 //	POST /v1/chat/completions   chat, streaming or not, n choices
 //	POST /v1/completions        legacy completions, streaming or not
 //	POST /v1/embeddings         deterministic vectors
+//	POST /v1/responses          the Responses API, streaming (typed events) or not
+//	POST /v1/messages           Anthropic's Messages API, streaming or not
+//	POST /v1/messages/count_tokens  {"input_tokens": words of system and messages}
 //	GET  /v1/models             Options.Models
 //	GET  /v1/models/{id}        one model, or 404 model_not_found
 //	GET  /mock/stats            Stats as JSON
@@ -51,6 +54,25 @@
 // "data: [DONE]". Every event is flushed as it is written. ChunkDelay is
 // waited before each content chunk, so a stream lasts about
 // Latency + StreamChunks*ChunkDelay.
+//
+// A Responses API answer ("resp_<hex>", one message item "msg_<hex>" with one
+// output_text part, usage in input/output tokens) replies to the last user
+// message of "input" (a string, or an item list whose content is a string or
+// parts with "text"). Streamed, it is response.created, response.in_progress,
+// response.output_item.added, response.content_part.added, one
+// response.output_text.delta per piece, response.output_text.done,
+// response.content_part.done, response.output_item.done and
+// response.completed, each "event: <type>" + "data: {...}" with increasing
+// sequence_number and no [DONE]; a cut ends it before response.completed.
+//
+// A Messages answer ("msg_<hex>", one text block, stop_reason "end_turn",
+// usage in input/output tokens with zero cache tokens) replies to the last
+// user message; max_tokens is required, as Anthropic requires it. Streamed,
+// it is message_start, content_block_start, ping, one content_block_delta
+// (text_delta) per piece, content_block_stop, message_delta (stop reason,
+// output tokens) and message_stop. Errors on these paths have Anthropic's
+// shape, {"type":"error","error":{"type":"not_found_error","message":...}},
+// and mock-529 answers Anthropic's 529 overloaded_error.
 //
 // # Models with special behaviour
 //

@@ -132,13 +132,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	switch p {
-	case pathChat, pathCompletions, pathEmbeddings:
+	case pathChat, pathCompletions, pathEmbeddings, pathResponses:
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			s.writeError(w, http.StatusMethodNotAllowed, kindBadMethod, msgBadMethod, "")
 			return
 		}
 		gone = s.serveAPI(w, r, p)
+	case pathMessages:
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			s.writeAnthropicError(w, http.StatusMethodNotAllowed, msgBadMethod)
+			return
+		}
+		_, countOnly := isMessagesPath(r.URL.Path)
+		gone = s.serveMessages(w, r, countOnly)
 	case pathModels:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -257,6 +265,8 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, p path) (gone 
 		return s.serveChat(w, r, &req, &pl, id)
 	case pathCompletions:
 		return s.serveCompletion(w, r, &req, &pl, id)
+	case pathResponses:
+		return s.serveResponses(w, r, body, &req, &pl, id)
 	default:
 		return s.serveEmbedding(w, r, &req, &pl)
 	}

@@ -44,6 +44,8 @@ const (
 	pathCompletions
 	pathEmbeddings
 	pathModels
+	pathResponses
+	pathMessages
 	numPaths
 )
 
@@ -53,6 +55,8 @@ var pathNames = [numPaths]string{
 	pathCompletions: "/v1/completions",
 	pathEmbeddings:  "/v1/embeddings",
 	pathModels:      "/v1/models",
+	pathResponses:   "/v1/responses",
+	pathMessages:    "/v1/messages",
 }
 
 func pathOf(p string) path {
@@ -65,6 +69,10 @@ func pathOf(p string) path {
 		return pathEmbeddings
 	case "/v1/models":
 		return pathModels
+	case "/v1/responses":
+		return pathResponses
+	case "/v1/messages", "/v1/messages/count_tokens":
+		return pathMessages
 	}
 	if id, ok := strings.CutPrefix(p, "/v1/models/"); ok && id != "" {
 		return pathModels

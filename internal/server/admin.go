@@ -23,6 +23,8 @@ func (s *Server) adminRoutes(r chi.Router) {
 	r.Delete("/cache/{tenant}", s.handlePurgeTenant)
 	r.Delete("/cache/{tenant}/{key}", s.handlePurgeKey)
 	r.Post("/reload", s.handleReload)
+	r.Put("/tenants/{id}/objects/{object_id}", s.handleAssignObject)
+	r.Delete("/tenants/{id}/objects/{object_id}", s.handleUnassignObject)
 }
 
 // adminAuth checks "Authorization: Bearer <CORRAL_ADMIN_TOKEN>" in

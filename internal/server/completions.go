@@ -10,6 +10,7 @@ import (
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
@@ -46,6 +47,24 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 			writeError(w, errModelNotAllowed(req.Model))
 			return
 		}
+		// Stored objects: a prompt may name files (file parts) and a chat
+		// completion with store: true creates one. Both are checked before
+		// anything is served or forwarded; answers with store: true are
+		// recorded for this tenant whichever way they are served.
+		found, aerr := objectRefs(r, body)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		creates := createsObject(objects.Access{}, endpoint, found)
+		if _, aerr := s.guardObjects(r.Context(), t, objects.Access{}, found, creates); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		var stored *recorder // records this tenant's stored completion, when it asked for one
+		if creates {
+			stored = s.newRecorder(r.Context(), t, true)
+		}
 
 		estimate := tokenEstimate(endpoint, req.PromptBytes, req.MaxTokens, req.N)
 		if !t.Cache || ctl.noStore {
@@ -59,7 +78,12 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 			}
 			rec.cache = cacheBypass
 			setCacheHeaders(w.Header(), cacheBypass, nil, false, ctl, s.now())
-			s.forward(w, r, upstream.Request{Method: http.MethodPost, Path: endpoint, Header: r.Header, Body: body})
+			breq := upstream.Request{Method: http.MethodPost, Path: endpoint, Header: r.Header, Body: body}
+			if creates {
+				s.forwardObjects(w, r, t, breq, objects.Access{}, true)
+				return
+			}
+			s.forward(w, r, breq)
 			return
 		}
 
@@ -80,19 +104,20 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 				}
 				if !neg {
 					rec.saved = e.PromptTokens + e.CompletionTokens
+					stored.entry(e)
 				}
 				s.tokenHeaders(r.Context(), t, w.Header())
 				s.serveEntry(w, r, endpoint, e, rec.cache, false, &req, ctl)
 				return
 			}
 		}
-		s.serveFlight(w, r, t, endpoint, body, &req, ctl, name, negName, estimate)
+		s.serveFlight(w, r, t, endpoint, body, &req, ctl, name, negName, estimate, stored)
 	}
 }
 
 // serveFlight joins (or starts) the flight for this prompt and answers
 // from it: live from its stream record, or from its final result.
-func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, endpoint string, body []byte, req *keying.Request, ctl controls, name, negName string, estimate int) {
+func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, endpoint string, body []byte, req *keying.Request, ctl controls, name, negName string, estimate int, stored *recorder) {
 	rec := recordFrom(r.Context())
 	f, leader := s.groupFor(t.ID).Join(req.Hash, func() (*flightState, coalesce.Work) {
 		st := &flightState{rec: coalesce.NewRecord(), streaming: make(chan struct{})}
@@ -138,6 +163,7 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 		if e == nil || e.Status != http.StatusOK {
 			return
 		}
+		stored.entry(e)
 		if source == cacheMiss {
 			rec.prompt, rec.completion = e.PromptTokens, e.CompletionTokens
 			if isClosed(f.Done()) { // res.upstream is set when the flight ends

@@ -17,6 +17,7 @@ import (
 	"github.com/corralhq/corral/internal/coalesce/redislock"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/tenant"
@@ -122,6 +123,9 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 			so.RedisBackoff = 50 * time.Millisecond
 			so.Limiter = ratelimit.NewFallback(ratelimit.NewRedis(rdb, ratelimit.RedisOptions{}),
 				ratelimit.NewMemory(ratelimit.MemoryOptions{}), nopLogger(), ratelimit.FallbackOptions{Backoff: 50 * time.Millisecond})
+			owners := objects.NewRegistry(objects.NewRedis(rdb, objects.RedisOptions{}), objects.RegistryOptions{})
+			tb.Cleanup(owners.Close)
+			so.Objects = owners
 		} else {
 			mem := cache.NewMemory(cache.MemoryOptions{})
 			tb.Cleanup(func() { _ = mem.Close() })

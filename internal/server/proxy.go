@@ -7,26 +7,50 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/negcache"
+	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/usage"
 )
 
-// handleProxy forwards any other /v1 request untouched: no parsing, no
-// cache. Authentication (and, when configured, requests/min) still apply.
+// handleProxy forwards any other /v1 request: no cache. Authentication
+// (and, when configured, requests/min) apply, the model allow-list holds,
+// and stored objects stay their owner's: a request naming an object this
+// tenant does not own is refused before it is forwarded, creates are
+// recorded, and lists are filtered.
 func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 	rel, ok := proxyPath(r)
 	if !ok {
 		writeError(w, errInvalidRequest("The path must not contain '..', '//' or encoded slashes and dots.", ""))
 		return
 	}
-	body, aerr := readBody(r)
-	if aerr != nil {
-		writeError(w, aerr)
+	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		writeError(w, errCompressedBody) // its fields could not be checked
 		return
 	}
-	// The model allow-list holds on every path, not only the cached ones.
-	if t, _ := tenant.FromContext(r.Context()); t != nil {
+	t, _ := tenant.FromContext(r.Context())
+	acc := objects.Route(r.Method, rel)
+	req := upstream.Request{
+		Method:   r.Method,
+		Path:     rel,
+		RawQuery: r.URL.RawQuery,
+		Header:   r.Header,
+	}
+	var found objects.Body
+	if streamsUpload(r, rel) {
+		// File bytes are relayed as they arrive; the query string is
+		// still checked.
+		req.Stream, req.ContentLength = r.Body, r.ContentLength
+		if r.URL.RawQuery != "" {
+			found.IDs = objects.QueryRefs(r.URL.Query())
+		}
+	} else {
+		body, aerr := readBody(r)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		// The model allow-list holds on every path, not only the cached ones.
 		model, aerr := checkProxiedModel(t, r, body)
 		if model != "" {
 			recordFrom(r.Context()).model = model
@@ -35,17 +59,27 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 			writeError(w, aerr)
 			return
 		}
+		if found, aerr = objectRefs(r, body); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		if len(body) > 0 || r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
+			req.Body = body
+		}
 	}
-	req := upstream.Request{
-		Method:   r.Method,
-		Path:     rel,
-		RawQuery: r.URL.RawQuery,
-		Header:   r.Header,
+	creates := createsObject(acc, rel, found)
+	if _, aerr := s.guardObjects(r.Context(), t, acc, found, creates); aerr != nil {
+		writeError(w, aerr)
+		return
 	}
-	if len(body) > 0 || r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
-		req.Body = body
+	switch {
+	case acc.Op == objects.List:
+		s.forwardList(w, r, t, req)
+	case acc.Op != objects.None || creates:
+		s.forwardObjects(w, r, t, req, acc, creates)
+	default:
+		s.forward(w, r, req)
 	}
-	s.forward(w, r, req)
 }
 
 // proxyPath returns the request's path below /v1, refusing any path that
@@ -73,6 +107,18 @@ func proxyPath(r *http.Request) (string, bool) {
 // forward calls the upstream with the client's context (a client that
 // hangs up cancels the call) and relays the answer.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, req upstream.Request) {
+	resp, finish := s.forwardCall(w, r, req)
+	if resp == nil {
+		return
+	}
+	defer finish()
+	s.relay(w, r, resp)
+}
+
+// forwardCall makes a forwarded request's upstream call. A failed call is
+// answered and counted here, and resp is nil; otherwise finish closes the
+// body and counts the call once the answer has been relayed.
+func (s *Server) forwardCall(w http.ResponseWriter, r *http.Request, req upstream.Request) (resp *http.Response, finish func()) {
 	rec := recordFrom(r.Context())
 	start := time.Now()
 	resp, err := s.up.Do(r.Context(), req)
@@ -82,12 +128,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, req upstream.Re
 		aerr := upstreamFailure(err)
 		s.countForwarded(rec, outcomeOf(aerr), start)
 		writeError(w, aerr)
-		return
+		return nil, nil
 	}
-	defer resp.Body.Close()
-	s.relay(w, r, resp)
-	rec.upstreamMS = msSince(start)
-	s.countForwarded(rec, negcache.Classify(resp.StatusCode).String(), start)
+	return resp, func() {
+		resp.Body.Close()
+		rec.upstreamMS = msSince(start)
+		s.countForwarded(rec, negcache.Classify(resp.StatusCode).String(), start)
+	}
 }
 
 // countForwarded counts a bypass or proxied request's upstream call.

@@ -18,6 +18,19 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // are relayed event by event with a flush after each, anything else is
 // copied as it arrives.
 func (s *Server) relay(w http.ResponseWriter, r *http.Request, resp *http.Response) {
+	s.relayWith(w, r, resp, relayOptions{})
+}
+
+// relayOptions adjust a relay for the API behind it.
+type relayOptions struct {
+	// onEvent sees each relayed event's data (nil: none).
+	onEvent func(data []byte)
+	// endsAtEOF: the stream's end is the end of the body (the Responses
+	// API sends no [DONE]), not a cut.
+	endsAtEOF bool
+}
+
+func (s *Server) relayWith(w http.ResponseWriter, r *http.Request, resp *http.Response, o relayOptions) {
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		recordFrom(r.Context()).err = "upstream answered " + resp.Status
 		writeError(w, errUpstreamAuth)
@@ -25,7 +38,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, resp *http.Respon
 	}
 	upstream.CopyResponseHeader(w.Header(), resp.Header)
 	if isEventStream(resp.Header) && resp.StatusCode == http.StatusOK {
-		s.relayEvents(w, r, resp.Body)
+		s.relayEvents(w, r, resp.Body, o)
 		return
 	}
 	w.WriteHeader(resp.StatusCode)
@@ -44,7 +57,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, resp *http.Respon
 // relayEvents relays SSE events as they arrive. A stream that breaks or
 // ends without [DONE] gets an OpenAI error event before it is closed, so
 // SDKs report an error rather than a silently short answer.
-func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Reader) {
+func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Reader, o relayOptions) {
 	ew := s.startEvents(w)
 	defer ew.close()
 	er := upstream.NewEventReader(body)
@@ -52,7 +65,7 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 	for {
 		ev, err := er.Next()
 		if err != nil {
-			if errors.Is(err, io.EOF) && done {
+			if errors.Is(err, io.EOF) && (done || o.endsAtEOF) {
 				return
 			}
 			if r.Context().Err() != nil {
@@ -66,8 +79,11 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 			ew.fail(err)
 			return
 		}
-		if upstream.IsDone(upstream.Data(ev)) {
+		data := upstream.Data(ev)
+		if upstream.IsDone(data) {
 			done = true
+		} else if o.onEvent != nil {
+			o.onEvent(data)
 		}
 		if !ew.send(nil, ev) {
 			return // client gone; returning cancels the upstream call

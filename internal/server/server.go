@@ -20,6 +20,7 @@ import (
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce/livestream"
 	"github.com/corralhq/corral/internal/metrics"
+	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
@@ -84,6 +85,10 @@ type Options struct {
 	// that does not read before the client is dropped; it applies to every
 	// answer, streamed or not. Default 30s.
 	WriteStall time.Duration
+	// Objects records which tenant owns which stored object (files,
+	// batches, stored responses, ...). Default: in memory, which a restart
+	// forgets; cmd/gateway wires Redis or a bbolt file.
+	Objects *objects.Registry
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -139,6 +144,7 @@ type Server struct {
 	reloadMu          sync.Mutex     // serialises reloads
 	noSplice          atomic.Bool    // the upstream rejected stream_options once
 	flights           sync.WaitGroup // flights running; they may outlive their requests
+	objects           *objects.Registry
 	now               func() time.Time
 }
 
@@ -169,7 +175,11 @@ func New(o Options) (*Server, error) {
 		usage:             o.Usage,
 		adminToken:        o.AdminToken,
 		reload:            o.Reload,
+		objects:           o.Objects,
 		now:               o.Now,
+	}
+	if s.objects == nil {
+		s.objects = objects.NewRegistry(objects.NewMemory(0), objects.RegistryOptions{Logger: o.Logger})
 	}
 	if s.usage == nil {
 		s.usage = usage.NewMemory()

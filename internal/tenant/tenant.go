@@ -36,6 +36,9 @@ type Tenant struct {
 	NegativeTTL time.Duration
 	// Cache false means never cache or coalesce this tenant's requests.
 	Cache bool
+	// DenyObjects refuses every request that reads, lists, changes or
+	// creates a stored object (stored_objects: deny).
+	DenyObjects bool
 
 	// Leaders is the per-instance leader semaphore (MaxLeaders permits).
 	Leaders *semaphore.Weighted
@@ -62,6 +65,7 @@ type Spec struct {
 	CacheTTL          time.Duration
 	NegativeTTL       time.Duration
 	Cache             bool
+	DenyObjects       bool
 }
 
 // Registry maps key digests to tenants. It is immutable after New; a
@@ -96,6 +100,7 @@ func NewRegistry(specs []Spec) (*Registry, error) {
 			CacheTTL:          s.CacheTTL,
 			NegativeTTL:       s.NegativeTTL,
 			Cache:             s.Cache,
+			DenyObjects:       s.DenyObjects,
 			Leaders:           semaphore.NewWeighted(int64(leaders)),
 		}
 		if s.Models != nil {

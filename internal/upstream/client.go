@@ -21,9 +21,16 @@ type Options struct {
 	// BaseURL is the upstream base including its version path, e.g.
 	// https://api.openai.com/v1. Required.
 	BaseURL string
-	// APIKey is sent as "Authorization: Bearer <APIKey>"; empty sends no
-	// Authorization header (local models often need none).
+	// APIKey is Corral's key for this upstream, sent as Auth says; empty
+	// sends none (local models often need none).
 	APIKey string
+	// Auth is how APIKey is sent: "bearer" (Authorization: Bearer, the
+	// default), "api-key" (Azure's api-key header) or "x-api-key"
+	// (Anthropic's).
+	Auth string
+	// Headers are extra headers sent on every request (OpenAI-Project,
+	// api-version, ...). They replace a client's header of the same name.
+	Headers map[string]string
 	// Timeout bounds one call from dial to the last byte of the body,
 	// streams included. Default 120s.
 	Timeout time.Duration
@@ -33,10 +40,12 @@ type Options struct {
 
 // Client calls the upstream. It is safe for concurrent use.
 type Client struct {
-	base    *url.URL
-	auth    string // "Bearer <key>" or ""
-	timeout time.Duration
-	hc      *http.Client
+	base     *url.URL
+	authName string // the header carrying the key: Authorization, Api-Key or X-Api-Key
+	auth     string // its value ("Bearer <key>" or the key); "" sends none
+	extra    http.Header
+	timeout  time.Duration
+	hc       *http.Client
 }
 
 // New returns a client for opts.
@@ -50,8 +59,22 @@ func New(opts Options) (*Client, error) {
 	if c.timeout <= 0 {
 		c.timeout = 120 * time.Second
 	}
-	if opts.APIKey != "" {
-		c.auth = "Bearer " + opts.APIKey
+	switch opts.Auth {
+	case "", "bearer":
+		c.authName = "Authorization"
+		if opts.APIKey != "" {
+			c.auth = "Bearer " + opts.APIKey
+		}
+	case "api-key", "x-api-key":
+		c.authName, c.auth = http.CanonicalHeaderKey(opts.Auth), opts.APIKey
+	default:
+		return nil, fmt.Errorf("upstream: auth %q must be bearer, api-key or x-api-key", opts.Auth)
+	}
+	if len(opts.Headers) > 0 {
+		c.extra = make(http.Header, len(opts.Headers))
+		for k, v := range opts.Headers {
+			c.extra.Set(k, v)
+		}
 	}
 	rt := opts.Transport
 	if rt == nil {
@@ -77,6 +100,12 @@ type Request struct {
 	Header http.Header
 	// Body is sent byte for byte.
 	Body []byte
+	// Stream, when set instead of Body, is sent as it is read (a large
+	// upload is never held whole in memory); ContentLength is its length,
+	// -1 when unknown (then it is sent chunked). A streamed request is
+	// never retried: its bytes cannot be read twice.
+	Stream        io.Reader
+	ContentLength int64
 }
 
 // Do sends req and returns the upstream response with its body open; the
@@ -86,7 +115,7 @@ func (c *Client) Do(ctx context.Context, req Request) (*http.Response, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, c.timeout, errTimeout)
 	resp, err := c.send(ctx, req)
 	var de *DialError
-	if errors.As(err, &de) && ctx.Err() == nil {
+	if errors.As(err, &de) && ctx.Err() == nil && req.Stream == nil {
 		// Nothing reached the upstream, so a second try cannot double-bill
 		// a non-idempotent POST; any later failure is never retried.
 		resp, err = c.send(ctx, req)
@@ -115,16 +144,25 @@ func (c *Client) send(ctx context.Context, req Request) (*http.Response, error) 
 	// ContentLength and GetBody, and write headers and body in one
 	// syscall (a wrapped reader costs a second write per call).
 	var body io.Reader
-	if req.Body != nil {
+	switch {
+	case req.Stream != nil:
+		body = io.NopCloser(req.Stream) // the server closes the client's body, not the transport
+	case req.Body != nil:
 		body = bytes.NewReader(req.Body)
 	}
 	hreq, err := http.NewRequestWithContext(ctx, req.Method, u.String(), body)
 	if err != nil {
 		return nil, fmt.Errorf("upstream: build request: %w", err)
 	}
+	if req.Stream != nil {
+		hreq.ContentLength = req.ContentLength
+	}
 	forwardHeader(hreq.Header, req.Header)
+	for k, vv := range c.extra {
+		hreq.Header[k] = vv
+	}
 	if c.auth != "" {
-		hreq.Header.Set("Authorization", c.auth)
+		hreq.Header.Set(c.authName, c.auth)
 	}
 	return c.hc.Do(hreq)
 }

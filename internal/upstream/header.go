@@ -13,12 +13,13 @@ var hopByHop = []string{
 }
 
 // requestDeny are client headers that never go upstream: the client's own
-// credentials (Corral sends its own), Corral's request controls, and
+// credentials in every style a tenant may send them (Corral sends its own), Corral's request controls, and
 // headers the transport sets itself. OpenAI-Organization and
 // OpenAI-Project belong to the client's account, not to Corral's key.
 var requestDeny = map[string]bool{
 	"Authorization":       true,
 	"Api-Key":             true,
+	"X-Api-Key":           true,
 	"Cookie":              true,
 	"Host":                true,
 	"Content-Length":      true,

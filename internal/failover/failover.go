@@ -1,0 +1,254 @@
+// Package failover sends one request to the first of several upstreams
+// that answers it: the pool's candidates for the request's API and model,
+// in order, moving on before the first byte reaches the client when a
+// candidate cannot be reached, times out before its headers, or answers
+// 429, 500, 502, 503, 504 (or 529, Anthropic's "overloaded"). Any other
+// status is the answer. Each outcome feeds the pool's passive health.
+//
+// Only the part before the first byte is retried: once an answer's
+// headers are accepted the response goes to the caller, who may already
+// be streaming it, and a model call is not idempotent (it costs money and
+// its answer differs), so it is never replayed after that.
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/corralhq/corral/internal/pool"
+	"github.com/corralhq/corral/internal/upstream"
+)
+
+// UpstreamHeader names, on every answer an upstream produced, the
+// upstream that produced it. Any header of that name an upstream sends
+// itself is dropped.
+const UpstreamHeader = "X-Corral-Upstream"
+
+// Doer calls one upstream (upstream.Client).
+type Doer interface {
+	Do(ctx context.Context, req upstream.Request) (*http.Response, error)
+}
+
+var _ Doer = (*upstream.Client)(nil)
+
+// Set is one generation of upstreams: the routing pool and a client per
+// member name. A reload swaps in a new Set; calls already running finish
+// on the Set they started with.
+type Set struct {
+	Pool    *pool.Pool
+	Clients map[string]Doer
+}
+
+// Observer sees every attempt (metrics). Methods must be cheap.
+type Observer interface {
+	Attempt(upstream, outcome string, d time.Duration)
+}
+
+// Router routes calls over the current Set.
+type Router struct {
+	set     atomic.Pointer[Set]
+	timeout time.Duration
+	obs     Observer
+	now     func() time.Time
+}
+
+// Options configure a Router.
+type Options struct {
+	// Timeout bounds a call's whole time, every attempt and the answer's
+	// body included (CORRAL_UPSTREAM_TIMEOUT). Default 120s.
+	Timeout time.Duration
+	// Observer sees attempts; nil sees nothing.
+	Observer Observer
+	// Now is the clock (Retry-After dates). Default time.Now.
+	Now func() time.Time
+}
+
+// New returns a router over set.
+func New(set *Set, o Options) *Router {
+	r := &Router{timeout: o.Timeout, obs: o.Observer, now: o.Now}
+	if r.timeout <= 0 {
+		r.timeout = 120 * time.Second
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	r.set.Store(set)
+	return r
+}
+
+// Swap installs a new Set (a reload), carrying each upstream's health
+// over by name, and returns the old one.
+func (r *Router) Swap(set *Set) *Set {
+	if old := r.set.Load(); old != nil {
+		set.Pool.Carry(old.Pool)
+	}
+	return r.set.Swap(set)
+}
+
+// Current returns the Set in use.
+func (r *Router) Current() *Set { return r.set.Load() }
+
+// ErrNoRoute means no upstream serves the model on the API at all.
+var ErrNoRoute = errors.New("failover: no upstream serves this model")
+
+// ErrNoneAvailable means upstreams serve the model but none may take a
+// call now (every one cooling down or with its circuit open).
+var ErrNoneAvailable = errors.New("failover: every upstream for this model is cooling down or has its circuit open")
+
+// Do sends req to the candidates for api and model in turn and returns the
+// first answer that is not a failover trigger, with UpstreamHeader set.
+// When every candidate failed, the last failure is returned as it was: the
+// last trigger status as a response, or the last call error. A request
+// with a streamed body (req.Stream) gets one attempt: its bytes cannot be
+// read twice.
+func (r *Router) Do(ctx context.Context, api, model string, req upstream.Request) (*http.Response, error) {
+	set := r.set.Load()
+	cands, matched := set.Pool.Candidates(api, model)
+	if !matched {
+		return nil, ErrNoRoute
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	var lastErr error = ErrNoneAvailable
+	var last *http.Response
+	tried := 0
+	for i, m := range cands {
+		if req.Stream != nil && tried > 0 {
+			break
+		}
+		if !set.Pool.Acquire(m) {
+			continue
+		}
+		tried++
+		if last != nil {
+			last.Body.Close()
+			last = nil
+		}
+		start := time.Now()
+		resp, err := set.Clients[m.Name].Do(ctx, req)
+		outcome := r.judge(set.Pool, m, resp, err)
+		if r.obs != nil {
+			r.obs.Attempt(m.Name, outcome, time.Since(start))
+		}
+		if err != nil {
+			lastErr = err
+			if ctx.Err() != nil {
+				break // the caller left or the whole call's time is up
+			}
+			continue
+		}
+		resp.Header.Del(UpstreamHeader)
+		resp.Header.Set(UpstreamHeader, m.Name)
+		if outcome == "answer" || i == len(cands)-1 {
+			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+			return resp, nil
+		}
+		last = resp // a trigger: kept in case nothing better comes
+	}
+	if last != nil {
+		last.Body = &cancelOnClose{ReadCloser: last.Body, cancel: cancel}
+		return last, nil
+	}
+	cancel()
+	return nil, lastErr
+}
+
+// Client returns the client of the upstream called name in the current
+// Set (follow-ups on an object go to the upstream that holds it).
+func (r *Router) Client(name string) (Doer, bool) {
+	c, ok := r.set.Load().Clients[name]
+	return c, ok
+}
+
+// judge feeds one attempt's outcome to m's health and names it for
+// metrics: "answer", "retry" (a status that fails over), "cooldown" (a
+// 429 that said when to retry), "error", "timeout" or "canceled".
+func (r *Router) judge(p *pool.Pool, m *pool.Member, resp *http.Response, err error) string {
+	if err != nil {
+		switch upstream.KindOf(err) {
+		case upstream.Canceled:
+			p.Record(m, pool.Abandoned)
+			return "canceled"
+		case upstream.Timeout:
+			p.Record(m, pool.Failure)
+			return "timeout"
+		}
+		p.Record(m, pool.Failure)
+		return "error"
+	}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		if d, ok := retryAfter(resp.Header, r.now()); ok {
+			p.Record(m, pool.Abandoned) // frees a probe slot; a cooldown is not a failure
+			p.CoolDown(m, d)
+			return "cooldown"
+		}
+		p.Record(m, pool.Failure)
+		return "retry"
+	case Trigger(m.API, resp.StatusCode):
+		p.Record(m, pool.Failure)
+		return "retry"
+	}
+	p.Record(m, pool.Success)
+	return "answer"
+}
+
+// Trigger reports whether status from an upstream of api moves a request
+// on to the next candidate.
+func Trigger(api string, status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
+		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	case 529:
+		return api == "anthropic"
+	}
+	return false
+}
+
+// retryAfter reads retry-after-ms (milliseconds) or Retry-After (seconds
+// or an HTTP date).
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond)), true
+		}
+	}
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
+		return time.Duration(s * float64(time.Second)), true
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now), true
+	}
+	return 0, false
+}
+
+// cancelOnClose releases the call's overall deadline with its body.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// String names a Set's upstreams for logs.
+func (s *Set) String() string {
+	names := make([]string, 0, len(s.Clients))
+	for _, m := range s.Pool.Members() {
+		names = append(names, m.Name)
+	}
+	return fmt.Sprint(names)
+}

@@ -1,0 +1,239 @@
+package mockllm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Anthropic's Messages API (POST /v1/messages and /v1/messages/count_tokens),
+// with Anthropic's error shape: {"type":"error","error":{"type":...,"message":...}}.
+
+type messagesRequest struct {
+	Model     string          `json:"model"`
+	MaxTokens *int            `json:"max_tokens"`
+	System    json.RawMessage `json:"system"`
+	Messages  []message       `json:"messages"`
+	Stream    bool            `json:"stream"`
+	Mock      overrides       `json:"mock"`
+}
+
+type messageObject struct {
+	ID           string         `json:"id"`
+	Type         string         `json:"type"`
+	Role         string         `json:"role"`
+	Model        string         `json:"model"`
+	Content      []messageBlock `json:"content"`
+	StopReason   *string        `json:"stop_reason"`
+	StopSequence *string        `json:"stop_sequence"`
+	Usage        messagesUsage  `json:"usage"`
+}
+
+type messageBlock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type messagesUsage struct {
+	InputTokens              int `json:"input_tokens"`
+	OutputTokens             int `json:"output_tokens"`
+	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+}
+
+// anthropicErrorTypes are Anthropic's error types by status.
+var anthropicErrorTypes = map[int]string{
+	400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+	404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+	500: "api_error", 529: "overloaded_error",
+}
+
+// writeAnthropicError writes Anthropic's error shape and counts it.
+func (s *Server) writeAnthropicError(w http.ResponseWriter, status int, message string) {
+	s.stats.errors.Add(1)
+	typ, ok := anthropicErrorTypes[status]
+	if !ok {
+		typ = "api_error"
+		if status < 500 {
+			typ = "invalid_request_error"
+		}
+	}
+	b := mustMarshal(map[string]any{"type": "error", "error": map[string]string{"type": typ, "message": message}})
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Set("Request-Id", "req_mock")
+	if status == http.StatusTooManyRequests {
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// serveMessages answers POST /v1/messages and /v1/messages/count_tokens.
+// It reports whether the client went away before the answer was complete.
+func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, countOnly bool) (gone bool) {
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxBodyBytes)); err != nil {
+		if errors.As(err, new(*http.MaxBytesError)) {
+			s.writeAnthropicError(w, http.StatusRequestEntityTooLarge, msgTooLarge)
+			return false
+		}
+		return r.Context().Err() != nil
+	}
+	body := buf.Bytes()
+	var req messagesRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.writeAnthropicError(w, http.StatusBadRequest, "The request body is not valid JSON: "+err.Error())
+		return false
+	}
+	if req.Model == "" {
+		s.writeAnthropicError(w, http.StatusBadRequest, "model: Field required")
+		return false
+	}
+	s.stats.model(req.Model)
+	if !countOnly && req.MaxTokens == nil {
+		s.writeAnthropicError(w, http.StatusBadRequest, "max_tokens: Field required")
+		return false
+	}
+	if len(req.Messages) == 0 {
+		s.writeAnthropicError(w, http.StatusBadRequest, "messages: at least one message is required")
+		return false
+	}
+	words, last := 0, ""
+	sys, err := systemText(req.System)
+	if err != nil {
+		s.writeAnthropicError(w, http.StatusBadRequest, "system: "+err.Error())
+		return false
+	}
+	words += wordCount(sys)
+	for _, m := range req.Messages {
+		text, err := contentText(m.Content)
+		if err != nil {
+			s.writeAnthropicError(w, http.StatusBadRequest, "messages: "+err.Error())
+			return false
+		}
+		words += wordCount(text)
+		if m.Role == "user" {
+			last = text
+		}
+	}
+	if countOnly {
+		s.writeJSON(w, mustMarshal(map[string]int{"input_tokens": max(words, 1)}), false)
+		return false
+	}
+
+	inner := request{Model: req.Model, Mock: req.Mock}
+	pl, err := s.plan(&inner)
+	if err != nil {
+		var re *requestError
+		errors.As(err, &re)
+		s.writeAnthropicError(w, http.StatusBadRequest, re.message)
+		return false
+	}
+	if req.Model == "mock-529" {
+		pl.status = 529
+	}
+	ctx := r.Context()
+	if pl.hang {
+		<-ctx.Done()
+		return true
+	}
+	if !sleep(ctx, pl.latency) {
+		return true
+	}
+	if pl.status != 0 {
+		s.writeAnthropicError(w, pl.status, "Injected error "+strconv.Itoa(pl.status)+" for model "+req.Model+".")
+		return false
+	}
+	reply := replyPrefix + last
+	if req.Mock.Reply != nil {
+		reply = *req.Mock.Reply
+	}
+	stop := "end_turn"
+	msg := messageObject{
+		ID: "msg_" + bodyHash(body), Type: "message", Role: "assistant", Model: req.Model,
+		Content:    []messageBlock{{Type: "text", Text: reply}},
+		StopReason: &stop,
+		Usage:      messagesUsage{InputTokens: max(words, 1), OutputTokens: wordCount(reply)},
+	}
+	if !req.Stream {
+		s.writeJSON(w, mustMarshal(msg), pl.cutAfter >= 0)
+		return false
+	}
+	return s.streamMessage(w, r, &msg, &pl)
+}
+
+// systemText reads "system": a string or an array of text blocks.
+func systemText(raw json.RawMessage) (string, error) {
+	return contentText(raw)
+}
+
+// streamMessage writes a Messages event stream: message_start,
+// content_block_start, a ping, one content_block_delta (text_delta) per
+// piece, content_block_stop, message_delta with the stop reason and the
+// output tokens, message_stop. A cut aborts it before message_stop.
+func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, msg *messageObject, pl *plan) (gone bool) {
+	s.stats.streams.Add(1)
+	s.stats.changed()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	ctx := r.Context()
+	ew := eventWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+	defer ew.stop()
+	send := func(typ string, ev map[string]any) bool {
+		ev["type"] = typ
+		ew.buf = append(ew.buf[:0], "event: "...)
+		ew.buf = append(ew.buf, typ...)
+		ew.buf = append(ew.buf, "\ndata: "...)
+		ew.buf = append(ew.buf, mustMarshal(ev)...)
+		ew.buf = append(ew.buf, "\n\n"...)
+		return ew.send(ctx)
+	}
+	start := *msg
+	start.Content, start.StopReason = []messageBlock{}, nil
+	start.Usage.OutputTokens = 1
+	text := msg.Content[0].Text
+	if !send("message_start", map[string]any{"message": start}) ||
+		!send("content_block_start", map[string]any{"index": 0, "content_block": messageBlock{Type: "text", Text: ""}}) ||
+		!send("ping", map[string]any{}) {
+		return true
+	}
+	pieces := split(text, pl.chunks)
+	for k, p := range pieces {
+		if k == pl.cutAfter {
+			s.cut(w)
+		}
+		if !ew.pause(ctx, pl.chunkDelay) {
+			return true
+		}
+		if !send("content_block_delta", map[string]any{"index": 0, "delta": map[string]string{"type": "text_delta", "text": p}}) {
+			return true
+		}
+	}
+	if pl.cutAfter >= len(pieces) {
+		s.cut(w)
+	}
+	if !send("content_block_stop", map[string]any{"index": 0}) ||
+		!send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": *msg.StopReason, "stop_sequence": nil},
+			"usage": map[string]int{"output_tokens": msg.Usage.OutputTokens}}) {
+		return true
+	}
+	return !send("message_stop", map[string]any{})
+}
+
+// isMessagesPath reports whether p is one of the Messages API's paths.
+func isMessagesPath(p string) (ok, countOnly bool) {
+	switch strings.TrimSuffix(p, "/") {
+	case "/v1/messages":
+		return true, false
+	case "/v1/messages/count_tokens":
+		return true, true
+	}
+	return false, false
+}

@@ -1,0 +1,192 @@
+package mockllm
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// responseObject is a Responses API response, as the official SDKs read it.
+type responseObject struct {
+	ID                 string            `json:"id"`
+	Object             string            `json:"object"`
+	CreatedAt          int64             `json:"created_at"`
+	Status             string            `json:"status"`
+	Error              *struct{}         `json:"error"`
+	IncompleteDetails  *struct{}         `json:"incomplete_details"`
+	Instructions       *string           `json:"instructions"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Model              string            `json:"model"`
+	Output             []responseItem    `json:"output"`
+	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
+	PreviousResponseID *string           `json:"previous_response_id"`
+	Store              bool              `json:"store"`
+	Temperature        float64           `json:"temperature"`
+	Text               map[string]any    `json:"text"`
+	ToolChoice         string            `json:"tool_choice"`
+	Tools              []any             `json:"tools"`
+	TopP               float64           `json:"top_p"`
+	Truncation         string            `json:"truncation"`
+	Usage              *responsesUsage   `json:"usage"`
+	Metadata           map[string]string `json:"metadata"`
+}
+
+type responseItem struct {
+	Type    string         `json:"type"`
+	ID      string         `json:"id"`
+	Status  string         `json:"status"`
+	Role    string         `json:"role"`
+	Content []responsePart `json:"content"`
+}
+
+type responsePart struct {
+	Type        string `json:"type"`
+	Text        string `json:"text"`
+	Annotations []any  `json:"annotations"`
+	Logprobs    []any  `json:"logprobs"`
+}
+
+type responsesUsage struct {
+	InputTokens         int            `json:"input_tokens"`
+	InputTokensDetails  map[string]int `json:"input_tokens_details"`
+	OutputTokens        int            `json:"output_tokens"`
+	OutputTokensDetails map[string]int `json:"output_tokens_details"`
+	TotalTokens         int            `json:"total_tokens"`
+}
+
+// responsesRequest is what the mock reads of a Responses body.
+type responsesRequest struct {
+	Instructions       *string `json:"instructions"`
+	MaxOutputTokens    *int    `json:"max_output_tokens"`
+	PreviousResponseID *string `json:"previous_response_id"`
+	Store              *bool   `json:"store"`
+}
+
+// inputText returns the text of a Responses input: the string itself, or
+// the last user message of an item list (its content a string or parts
+// with "text"), and the word count of all input text.
+func inputText(raw json.RawMessage) (last string, words int, err error) {
+	if len(raw) == 0 || raw[0] == '"' {
+		s, err := contentText(raw)
+		return s, wordCount(s), err
+	}
+	var items []struct {
+		Type    string          `json:"type"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return "", 0, badRequest("input", "'input' must be a string or an array of input items.")
+	}
+	for _, it := range items {
+		text, err := contentText(it.Content)
+		if err != nil {
+			return "", 0, badRequest("input", "Input item content must be a string or an array of content parts.")
+		}
+		words += wordCount(text)
+		if it.Role == "user" {
+			last = text
+		}
+	}
+	return last, words, nil
+}
+
+// serveResponses answers POST /v1/responses. It reports whether the client
+// went away before the answer was complete.
+func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request, body []byte, req *request, pl *plan, hash string) (gone bool) {
+	var rr responsesRequest
+	_ = json.Unmarshal(body, &rr) // the body already decoded once
+	if len(req.Input) == 0 {
+		s.writeBadRequest(w, "Missing required parameter: 'input'.", "input")
+		return false
+	}
+	last, words, err := inputText(req.Input)
+	if err != nil {
+		s.writeRequestError(w, err)
+		return false
+	}
+	reply := replyPrefix + last
+	if req.Mock.Reply != nil {
+		reply = *req.Mock.Reply
+	}
+	out := wordCount(reply)
+	resp := responseObject{
+		ID: "resp_" + hash, Object: "response", CreatedAt: created, Status: "completed",
+		Instructions: rr.Instructions, MaxOutputTokens: rr.MaxOutputTokens, Model: req.Model,
+		Output: []responseItem{{Type: "message", ID: "msg_" + hash, Status: "completed", Role: "assistant",
+			Content: []responsePart{{Type: "output_text", Text: reply, Annotations: []any{}, Logprobs: []any{}}}}},
+		ParallelToolCalls: true, PreviousResponseID: rr.PreviousResponseID, Store: rr.Store == nil || *rr.Store,
+		Temperature: 1, Text: map[string]any{"format": map[string]string{"type": "text"}}, ToolChoice: "auto",
+		Tools: []any{}, TopP: 1, Truncation: "disabled", Metadata: map[string]string{},
+		Usage: &responsesUsage{InputTokens: max(words, 1), OutputTokens: out, TotalTokens: max(words, 1) + out,
+			InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}},
+	}
+	if !req.Stream {
+		s.writeJSON(w, mustMarshal(resp), pl.cutAfter >= 0)
+		return false
+	}
+	return s.streamResponses(w, r, &resp, reply, pl)
+}
+
+// streamResponses writes a Responses event stream: typed events
+// ("event: <type>" + "data: {...}") with increasing sequence numbers and no
+// [DONE], the text split into pl.chunks deltas; a cut aborts it where
+// pl.cutAfter says, before response.completed.
+func (s *Server) streamResponses(w http.ResponseWriter, r *http.Request, resp *responseObject, reply string, pl *plan) (gone bool) {
+	s.stats.streams.Add(1)
+	s.stats.changed()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	ctx := r.Context()
+	ew := eventWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+	defer ew.stop()
+
+	seq := 0
+	send := func(typ string, ev map[string]any) bool {
+		ev["type"], ev["sequence_number"] = typ, seq
+		seq++
+		ew.buf = append(ew.buf[:0], "event: "...)
+		ew.buf = append(ew.buf, typ...)
+		ew.buf = append(ew.buf, "\ndata: "...)
+		ew.buf = append(ew.buf, mustMarshal(ev)...)
+		ew.buf = append(ew.buf, "\n\n"...)
+		return ew.send(ctx)
+	}
+	pending := *resp
+	pending.Status, pending.Output, pending.Usage = "in_progress", []responseItem{}, nil
+	item := resp.Output[0]
+	open := item
+	open.Status, open.Content = "in_progress", []responsePart{}
+	loc := func(ev map[string]any) map[string]any {
+		ev["item_id"], ev["output_index"], ev["content_index"] = item.ID, 0, 0
+		return ev
+	}
+	if !send("response.created", map[string]any{"response": &pending}) ||
+		!send("response.in_progress", map[string]any{"response": &pending}) ||
+		!send("response.output_item.added", map[string]any{"output_index": 0, "item": open}) ||
+		!send("response.content_part.added", loc(map[string]any{"part": responsePart{Type: "output_text", Text: "", Annotations: []any{}, Logprobs: []any{}}})) {
+		return true
+	}
+	pieces := split(reply, pl.chunks)
+	for k, p := range pieces {
+		if k == pl.cutAfter {
+			s.cut(w)
+		}
+		if !ew.pause(ctx, pl.chunkDelay) {
+			return true
+		}
+		if !send("response.output_text.delta", loc(map[string]any{"delta": p, "logprobs": []any{}})) {
+			return true
+		}
+	}
+	if pl.cutAfter >= len(pieces) {
+		s.cut(w)
+	}
+	if !send("response.output_text.done", loc(map[string]any{"text": reply, "logprobs": []any{}})) ||
+		!send("response.content_part.done", loc(map[string]any{"part": item.Content[0]})) ||
+		!send("response.output_item.done", map[string]any{"output_index": 0, "item": item}) {
+		return true
+	}
+	return !send("response.completed", map[string]any{"response": resp})
+}

@@ -1,0 +1,109 @@
+package objects
+
+import "strings"
+
+// Op is what a request does to stored objects.
+type Op int
+
+const (
+	// None: the path is not an object path Corral knows.
+	None Op = iota
+	// Create makes a new object in a collection (POST /files).
+	Create
+	// List reads a collection (GET /files); the answer is filtered.
+	List
+	// Object acts on one object named in the path (GET /files/{id},
+	// DELETE /batches/{id}, POST /responses/{id}/cancel, ...).
+	Object
+	// Action is a POST below a collection that names no object
+	// (POST /responses/input_tokens): forwarded after the body check.
+	Action
+)
+
+// Access is Route's verdict on one request.
+type Access struct {
+	Op Op
+	// Kind is the collection's object kind ("file", "batch", ...).
+	Kind string
+	// ID is the object named in the path (Op == Object).
+	ID string
+	// Delete is true for DELETE on the object itself, whose success
+	// removes the ownership record.
+	Delete bool
+}
+
+// collection is one family of stored objects under /v1.
+type collection struct {
+	path string // below /v1, without a trailing slash
+	kind string
+	// actions are second segments that name an operation, not an id, and
+	// what a POST to them does.
+	actions map[string]Op
+}
+
+// collections are the object paths Corral knows. Everything below a
+// collection's path that starts with an id segment is that object's (or
+// its children's, which the upstream scopes to it). Longer paths first,
+// so /chat/completions wins over a shorter prefix.
+var collections = []collection{
+	{path: "/fine_tuning/jobs", kind: "fine_tuning_job"},
+	{path: "/chat/completions", kind: "chat_completion"},
+	{path: "/vector_stores", kind: "vector_store"},
+	{path: "/conversations", kind: "conversation"},
+	{path: "/responses", kind: "response", actions: map[string]Op{"input_tokens": Action, "compact": Action}},
+	{path: "/assistants", kind: "assistant"},
+	{path: "/containers", kind: "container"},
+	{path: "/batches", kind: "batch"},
+	{path: "/threads", kind: "thread", actions: map[string]Op{"runs": Create}},
+	{path: "/uploads", kind: "upload"},
+	{path: "/videos", kind: "video"},
+	{path: "/files", kind: "file"},
+	{path: "/evals", kind: "eval"},
+}
+
+// Route classifies a request by its method and its path below /v1 (as the
+// upstream will see it, already percent-decoded). Paths outside the known
+// collections are None and keep their plain pass-through.
+//
+// Collections match in any letter case (an upstream or a proxy in front of
+// it may route /FILES/x as /files/x); the id keeps its own.
+func Route(method, path string) Access {
+	path = strings.TrimSuffix(path, "/")
+	for _, c := range collections {
+		if len(path) < len(c.path) || !strings.EqualFold(path[:len(c.path)], c.path) {
+			continue
+		}
+		rest := path[len(c.path):]
+		if rest != "" && rest[0] != '/' {
+			continue
+		}
+		if rest == "" {
+			switch method {
+			case "POST":
+				return Access{Op: Create, Kind: c.kind}
+			case "GET", "HEAD":
+				return Access{Op: List, Kind: c.kind}
+			}
+			return Access{Op: Action, Kind: c.kind}
+		}
+		seg, tail, _ := strings.Cut(rest[1:], "/")
+		if op, ok := c.actions[strings.ToLower(seg)]; ok {
+			if method != "POST" {
+				op = Action
+			}
+			return Access{Op: op, Kind: c.kind} // e.g. POST /threads/runs makes a thread
+		}
+		return Access{Op: Object, Kind: c.kind, ID: seg, Delete: method == "DELETE" && tail == ""}
+	}
+	return Access{Op: None}
+}
+
+// Known lists the collection paths Route recognises, for documentation
+// and tests.
+func Known() []string {
+	out := make([]string, len(collections))
+	for i, c := range collections {
+		out[i] = c.path
+	}
+	return out
+}

@@ -1,0 +1,303 @@
+// Package pool chooses which upstream serves a request when Corral has
+// several: routing by API and model glob, priority tiers, a weighted
+// random order within a tier, and each upstream's passive health (a
+// cooldown after a 429 that said when to come back, a circuit that opens
+// after consecutive failures and lets one probe through when it half-opens).
+//
+// It decides and remembers; it does not call anyone. The failover loop
+// that walks the candidates lives with the upstream client. Health is
+// each instance's own passive view: nothing here talks to Redis or to
+// the upstreams, so a pick costs a few hundred nanoseconds.
+package pool
+
+import (
+	"math"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Defaults of the passive health rules.
+const (
+	// FailuresToOpen consecutive failures open an upstream's circuit.
+	FailuresToOpen = 5
+	// OpenFor is how long an open circuit refuses traffic before one probe.
+	OpenFor = 30 * time.Second
+	// MaxCooldown caps a Retry-After cooldown.
+	MaxCooldown = 60 * time.Second
+)
+
+// Member is one upstream as the pool sees it.
+type Member struct {
+	// Name is the upstream's unique name.
+	Name string
+	// API is "openai" or "anthropic".
+	API string
+	// Models are globs (path.Match syntax) of the models it serves; nil
+	// serves every model.
+	Models []string
+	// Priority: lower tiers are tried first.
+	Priority int
+	// Weight is its share of traffic within its tier (≥ 1).
+	Weight int
+
+	mu       sync.Mutex // protects the health fields below
+	failures int        // consecutive failures
+	openTill time.Time  // circuit open until then (zero: closed)
+	probing  bool       // a half-open probe is in flight
+	coolTill time.Time  // cooling down until then
+}
+
+// Serves reports whether m serves model on api. A request that names no
+// model (a file upload, a list) may go to any upstream of its API.
+func (m *Member) Serves(api, model string) bool {
+	if m.API != api {
+		return false
+	}
+	if m.Models == nil || model == "" {
+		return true
+	}
+	for _, g := range m.Models {
+		if ok, _ := path.Match(g, model); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// State is a member's health as metrics show it.
+type State int
+
+const (
+	// Closed: healthy, serving.
+	Closed State = iota
+	// Cooling: resting after a 429 with Retry-After.
+	Cooling
+	// Open: the circuit refuses traffic.
+	Open
+	// HalfOpen: the open period is over; one probe may go.
+	HalfOpen
+)
+
+func (s State) String() string {
+	return [...]string{"closed", "cooling", "open", "half_open"}[s]
+}
+
+// State returns m's health at now.
+func (m *Member) State(now time.Time) State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stateLocked(now)
+}
+
+func (m *Member) stateLocked(now time.Time) State {
+	switch {
+	case !m.openTill.IsZero() && now.Before(m.openTill):
+		return Open
+	case !m.openTill.IsZero():
+		return HalfOpen
+	case now.Before(m.coolTill):
+		return Cooling
+	}
+	return Closed
+}
+
+// Outcome is what one call to a member came to, for its health.
+type Outcome int
+
+const (
+	// Success: an answer (any status that is not a failover trigger).
+	Success Outcome = iota
+	// Failure: a connection error, a timeout before headers, 500, 502,
+	// 503, 504, 529, or a 429 without Retry-After.
+	Failure
+	// Abandoned: the call ended for a reason that says nothing about the
+	// upstream (the client left); a probe slot is freed, nothing counted.
+	Abandoned
+)
+
+// Pool is a set of members. It is immutable once built: a reload builds a
+// new pool (and Carry moves health across).
+type Pool struct {
+	members []*Member
+	now     func() time.Time
+
+	mu  sync.Mutex // protects rng
+	rng *rand.Rand
+}
+
+// Options configure a pool.
+type Options struct {
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Seed fixes the weighted order's randomness (tests); 0 seeds from
+	// the runtime.
+	Seed uint64
+}
+
+// New builds a pool of members.
+func New(members []*Member, o Options) *Pool {
+	p := &Pool{members: members, now: o.Now}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	seed := o.Seed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	p.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	return p
+}
+
+// Members returns the pool's members in their configured order.
+func (p *Pool) Members() []*Member { return p.members }
+
+// Member returns the member called name, or nil.
+func (p *Pool) Member(name string) *Member {
+	for _, m := range p.members {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// Candidates returns, in the order to try them, the members that serve
+// model on api and may take a call now: lowest priority first, and within
+// a tier a weighted random order (each member's chance to go first is its
+// share of the tier's weight). Cooling members, open circuits and
+// half-open circuits whose probe is already out are left out. The caller
+// calls Acquire just before it calls a candidate, and Record after.
+// Matched reports whether any member serves the model at all, so a caller
+// can tell "no such model" (404) from "nobody can take it now".
+func (p *Pool) Candidates(api, model string) (out []*Member, matched bool) {
+	now := p.now()
+	type keyed struct {
+		m   *Member
+		key float64
+	}
+	var ks []keyed
+	for _, m := range p.members {
+		if !m.Serves(api, model) {
+			continue
+		}
+		matched = true
+		if !m.available(now) {
+			continue
+		}
+		// Efraimidis–Spirakis: sorting by u^(1/w) descending draws a
+		// weighted order without replacement.
+		p.mu.Lock()
+		u := p.rng.Float64()
+		p.mu.Unlock()
+		ks = append(ks, keyed{m, math.Pow(u, 1/float64(max(m.Weight, 1)))})
+	}
+	slices.SortStableFunc(ks, func(a, b keyed) int {
+		if a.m.Priority != b.m.Priority {
+			return a.m.Priority - b.m.Priority
+		}
+		switch {
+		case a.key > b.key:
+			return -1
+		case a.key < b.key:
+			return 1
+		}
+		return 0
+	})
+	out = make([]*Member, len(ks))
+	for i, k := range ks {
+		out[i] = k.m
+	}
+	return out, matched
+}
+
+// available reports whether m could take a call now.
+func (m *Member) available(now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch m.stateLocked(now) {
+	case Open, Cooling:
+		return false
+	case HalfOpen:
+		return !m.probing
+	}
+	return true
+}
+
+// Acquire is called just before a call to m: it reports whether m may
+// still take it, and claims the one probe of a half-open circuit (so a
+// candidate never tried holds no slot). Every Acquire that returns true is
+// followed by one Record.
+func (p *Pool) Acquire(m *Member) bool {
+	now := p.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch m.stateLocked(now) {
+	case Open, Cooling:
+		return false
+	case HalfOpen:
+		if m.probing {
+			return false
+		}
+		m.probing = true
+	}
+	return true
+}
+
+// Record notes the outcome of a call to m that Acquire admitted. A
+// success closes the circuit; FailuresToOpen failures in a row (or a
+// failed probe) open it for OpenFor.
+func (p *Pool) Record(m *Member, o Outcome) {
+	now := p.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	wasProbe := m.probing
+	m.probing = false
+	switch o {
+	case Success:
+		m.failures, m.openTill = 0, time.Time{}
+	case Failure:
+		m.failures++
+		if wasProbe || m.failures >= FailuresToOpen {
+			m.openTill = now.Add(OpenFor)
+		}
+	}
+}
+
+// CoolDown rests m for d (at most MaxCooldown) after a 429 that said when
+// to retry; a cooldown does not count toward the circuit.
+func (p *Pool) CoolDown(m *Member, d time.Duration) {
+	d = min(d, MaxCooldown)
+	if d <= 0 {
+		return
+	}
+	until := p.now().Add(d)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.probing = false
+	if until.After(m.coolTill) {
+		m.coolTill = until
+	}
+}
+
+// Carry moves health from an old pool's members to this pool's members of
+// the same name, so a reload does not reopen every circuit's count.
+func (p *Pool) Carry(old *Pool) {
+	if old == nil {
+		return
+	}
+	for _, m := range p.members {
+		o := old.Member(m.Name)
+		if o == nil {
+			continue
+		}
+		o.mu.Lock()
+		failures, openTill, coolTill := o.failures, o.openTill, o.coolTill
+		o.mu.Unlock()
+		m.mu.Lock()
+		m.failures, m.openTill, m.coolTill = failures, openTill, coolTill
+		m.mu.Unlock()
+	}
+}

@@ -1,0 +1,187 @@
+package pool
+
+import (
+	"math"
+	"sync"
+	"testing"
+	"time"
+)
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex // protects t
+	t  time.Time
+}
+
+func (c *clock) now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+func names(ms []*Member) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Name
+	}
+	return out
+}
+
+func TestCandidatesRouteByAPIModelAndPriority(t *testing.T) {
+	p := New([]*Member{
+		{Name: "azure", API: "openai", Models: []string{"gpt-4o*"}, Priority: 1, Weight: 1},
+		{Name: "openai-a", API: "openai", Models: []string{"gpt-4o*", "o3"}, Priority: 0, Weight: 1},
+		{Name: "vllm", API: "openai", Models: []string{"llama-*"}, Priority: 2, Weight: 1},
+		{Name: "claude", API: "anthropic", Weight: 1},
+	}, Options{Seed: 1})
+	tests := []struct {
+		api, model string
+		want       []string
+		matched    bool
+	}{
+		{"openai", "gpt-4o-mini", []string{"openai-a", "azure"}, true},
+		{"openai", "o3", []string{"openai-a"}, true},
+		{"openai", "llama-3-70b", []string{"vllm"}, true},
+		{"openai", "o3-mini", nil, false},
+		{"anthropic", "claude-sonnet-4-5", []string{"claude"}, true},
+		{"anthropic", "gpt-4o", []string{"claude"}, true},           // no globs: every model
+		{"openai", "", []string{"openai-a", "azure", "vllm"}, true}, // no model: any upstream of the API
+	}
+	for _, tt := range tests {
+		got, matched := p.Candidates(tt.api, tt.model)
+		if g := names(got); matched != tt.matched || len(g) != len(tt.want) || (len(g) > 0 && g[0] != tt.want[0]) {
+			t.Errorf("Candidates(%s, %s) = %v, %v; want %v, %v", tt.api, tt.model, g, matched, tt.want, tt.matched)
+		}
+	}
+}
+
+func TestWeightedSplit(t *testing.T) {
+	p := New([]*Member{
+		{Name: "a", API: "openai", Weight: 3},
+		{Name: "b", API: "openai", Weight: 1},
+		{Name: "backup", API: "openai", Priority: 1, Weight: 100},
+	}, Options{Seed: 42})
+	first := map[string]int{}
+	const n = 4000
+	for range n {
+		c, _ := p.Candidates("openai", "m")
+		if len(c) != 3 || c[2].Name != "backup" {
+			t.Fatalf("order %v: the lower tier must come last", names(c))
+		}
+		first[c[0].Name]++
+	}
+	if share := float64(first["a"]) / n; math.Abs(share-0.75) > 0.03 {
+		t.Errorf("a went first %.3f of the time; want 0.75 ± 0.03 (%v)", share, first)
+	}
+}
+
+func TestCircuitOpensAndProbes(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	m := &Member{Name: "a", API: "openai", Weight: 1}
+	p := New([]*Member{m}, Options{Now: c.now, Seed: 1})
+	for i := range FailuresToOpen {
+		if !p.Acquire(m) {
+			t.Fatalf("failure %d: refused before the circuit opened", i)
+		}
+		p.Record(m, Failure)
+	}
+	if got, _ := p.Candidates("openai", "m"); len(got) != 0 || m.State(c.now()) != Open {
+		t.Fatalf("after %d failures: candidates %v state %v; want none, open", FailuresToOpen, names(got), m.State(c.now()))
+	}
+	c.advance(OpenFor - time.Second)
+	if p.Acquire(m) {
+		t.Fatal("admitted while open")
+	}
+	c.advance(time.Second)
+	if got, _ := p.Candidates("openai", "m"); len(got) != 1 || m.State(c.now()) != HalfOpen {
+		t.Fatalf("after %v: %v %v; want one half-open candidate", OpenFor, names(got), m.State(c.now()))
+	}
+	if !p.Acquire(m) {
+		t.Fatal("the probe was refused")
+	}
+	if p.Acquire(m) {
+		t.Fatal("a second probe was admitted while the first is out")
+	}
+	p.Record(m, Failure) // the probe failed: open again
+	if m.State(c.now()) != Open {
+		t.Fatalf("after a failed probe: %v; want open", m.State(c.now()))
+	}
+	c.advance(OpenFor)
+	if !p.Acquire(m) {
+		t.Fatal("second probe refused")
+	}
+	p.Record(m, Success)
+	if m.State(c.now()) != Closed {
+		t.Fatalf("after a good probe: %v; want closed", m.State(c.now()))
+	}
+	// One failure after closing does not reopen it.
+	p.Acquire(m)
+	p.Record(m, Failure)
+	if m.State(c.now()) != Closed {
+		t.Fatalf("one failure after closing: %v", m.State(c.now()))
+	}
+}
+
+func TestAbandonedProbeFreesTheSlot(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	m := &Member{Name: "a", API: "openai", Weight: 1}
+	p := New([]*Member{m}, Options{Now: c.now, Seed: 1})
+	for range FailuresToOpen {
+		p.Acquire(m)
+		p.Record(m, Failure)
+	}
+	c.advance(OpenFor)
+	p.Acquire(m)
+	p.Record(m, Abandoned)
+	if !p.Acquire(m) {
+		t.Fatal("an abandoned probe kept the slot")
+	}
+}
+
+func TestCooldown(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	a, b := &Member{Name: "a", API: "openai", Weight: 1}, &Member{Name: "b", API: "openai", Priority: 1, Weight: 1}
+	p := New([]*Member{a, b}, Options{Now: c.now, Seed: 1})
+	p.CoolDown(a, 10*time.Minute) // capped at MaxCooldown
+	if got, _ := p.Candidates("openai", "m"); len(got) != 1 || got[0] != b {
+		t.Fatalf("while a cools down: %v; want [b]", names(got))
+	}
+	c.advance(MaxCooldown - time.Millisecond)
+	if a.State(c.now()) != Cooling {
+		t.Fatalf("state %v; want cooling", a.State(c.now()))
+	}
+	c.advance(time.Millisecond)
+	if got, _ := p.Candidates("openai", "m"); len(got) != 2 || got[0] != a {
+		t.Fatalf("after the cooldown: %v; want [a b]", names(got))
+	}
+	if a.failures != 0 {
+		t.Fatal("a cooldown counted toward the circuit")
+	}
+}
+
+func TestCarryKeepsHealthAcrossReload(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	old := New([]*Member{{Name: "a", API: "openai", Weight: 1}}, Options{Now: c.now})
+	for range FailuresToOpen {
+		old.Acquire(old.members[0])
+		old.Record(old.members[0], Failure)
+	}
+	nu := New([]*Member{{Name: "a", API: "openai", Weight: 2}, {Name: "new", API: "openai", Weight: 1}}, Options{Now: c.now})
+	nu.Carry(old)
+	if nu.Member("a").State(c.now()) != Open || nu.Member("new").State(c.now()) != Closed {
+		t.Fatal("health did not carry over by name")
+	}
+}
+
+// BenchmarkCandidates is the routing decision's cost per request.
+func BenchmarkCandidates(b *testing.B) {
+	p := New([]*Member{
+		{Name: "openai-a", API: "openai", Models: []string{"gpt-4o*", "o3"}, Weight: 2},
+		{Name: "openai-b", API: "openai", Models: []string{"gpt-4o*", "o3"}, Weight: 1},
+		{Name: "azure", API: "openai", Models: []string{"gpt-4o*"}, Priority: 1, Weight: 1},
+		{Name: "vllm", API: "openai", Models: []string{"llama-*", "qwen-*"}, Weight: 1},
+	}, Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		if c, _ := p.Candidates("openai", "gpt-4o-mini"); len(c) != 3 {
+			b.Fatal(len(c))
+		}
+	}
+}
