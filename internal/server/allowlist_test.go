@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"io"
 	"mime/multipart"
 	"net/http"
 	"strings"
@@ -99,15 +100,15 @@ func TestModelAllowListLetsAllowedBodiesThrough(t *testing.T) {
 		body        string
 	}{
 		{"leading space, allowed model", limitedKey, "/v1/responses", "application/json", ` {"model":"gpt-4o-mini","input":"x"}`},
-		{"JSON without a model", limitedKey, "/v1/batches", "application/json", `{"input_file_id":"file-1","endpoint":"/v1/chat/completions"}`},
+		{"JSON without a model", limitedKey, "/v1/moderations", "application/json", `{"input":"x"}`},
 		{"nested case variants", limitedKey, "/v1/responses", "application/json", `{"model":"gpt-4o-mini","text":{"Format":1,"format":2}}`},
 		{"multipart, allowed model", limitedKey, "/v1/audio/transcriptions", formType, form},
-		{"binary upload", limitedKey, "/v1/uploads/x/parts", "application/octet-stream", "\x00\x01MODEL"},
 		{"no allow-list", acmeKey, "/v1/responses", "application/json", `{"MODEL":"anything"}`},
 	}
 	h := newHarness(t)
-	for i, tt := range tests {
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			before := h.mock.Stats().Requests
 			req, _ := http.NewRequest(http.MethodPost, h.gw.URL+tt.path, strings.NewReader(tt.body))
 			req.Header.Set("Authorization", "Bearer "+tt.key)
 			req.Header.Set("Content-Type", tt.contentType)
@@ -115,9 +116,10 @@ func TestModelAllowListLetsAllowedBodiesThrough(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if n := h.mock.Stats().Requests; n != int64(i+1) {
-				t.Errorf("status %d, upstream calls = %d; want the request forwarded (%d)", resp.StatusCode, n, i+1)
+			if n := h.mock.Stats().Requests - before; n != 1 {
+				t.Errorf("%d %s, upstream calls = %d; want the request forwarded", resp.StatusCode, b, n)
 			}
 		})
 	}
