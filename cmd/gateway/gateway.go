@@ -115,7 +115,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	var objStore objects.Store
 	if cfg.RedisURL != "" {
 		mode = "distributed"
-		rdb, err := newRedis(ctx, cfg.RedisURL, log)
+		rdb, err := newRedis(ctx, cfg.RedisURL, redisTopology{cluster: cfg.RedisCluster, sentinelMaster: cfg.RedisSentinelMaster}, log)
 		if err != nil {
 			return nil, err
 		}

@@ -28,30 +28,69 @@ const (
 	redisPoolTimeout = time.Second
 )
 
+// redisTopology is how CORRAL_REDIS_URL is read.
+type redisTopology struct {
+	cluster        bool   // CORRAL_REDIS_CLUSTER: the URL seeds a Redis Cluster
+	sentinelMaster string // CORRAL_REDIS_SENTINEL_MASTER: the URL's hosts are Sentinels of this master
+}
+
 // newRedis opens the Redis client for distributed mode with timeouts that
 // fail fast: a Redis outage must cost a request milliseconds, not the
-// library's default seconds, because Corral answers without Redis. It also
-// routes go-redis's own log lines to log.
-func newRedis(ctx context.Context, url string, log *slog.Logger) (*redis.Client, error) {
+// library's default seconds, because Corral answers without Redis. One
+// server, a Cluster or a Sentinel-watched master get the same deadlines.
+// It also routes go-redis's own log lines to log.
+func newRedis(ctx context.Context, url string, topo redisTopology, log *slog.Logger) (redis.UniversalClient, error) {
 	redis.SetLogger(redisLogger{log})
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		// The URL may hold a password: never echo it.
-		return nil, fmt.Errorf("CORRAL_REDIS_URL: not a valid redis URL")
-	}
-	opt.DialTimeout = redisDialTimeout
-	opt.ReadTimeout = redisIOTimeout
-	opt.WriteTimeout = redisIOTimeout
-	opt.PoolTimeout = redisPoolTimeout
-	opt.ContextTimeoutEnabled = true // honour per-call deadlines on socket reads and writes
-	opt.MaxRetries = 1
-	opt.DialerRetries = 1
-	opt.PoolSize = 64
 	// Maintenance notifications (RESP3 pushes from managed Redis) would
 	// relax read deadlines to 10 s during a failover; Corral would rather
 	// degrade in half a second.
-	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	rdb := redis.NewClient(opt)
+	maint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	var rdb redis.UniversalClient
+	switch {
+	case topo.cluster:
+		opt, err := redis.ParseClusterURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("CORRAL_REDIS_URL: not a valid redis cluster URL") // may hold a password: never echo it
+		}
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = redisDialTimeout, redisIOTimeout, redisIOTimeout
+		opt.PoolTimeout, opt.ContextTimeoutEnabled = redisPoolTimeout, true
+		opt.MaxRetries, opt.DialerRetries, opt.PoolSize = 1, 1, 64
+		// A moved slot or a promoted replica needs a few redirects.
+		opt.MaxRedirects = 3
+		opt.MaintNotificationsConfig = maint
+		rdb = redis.NewClusterClient(opt)
+	case topo.sentinelMaster != "":
+		seeds, err := redis.ParseClusterURL(url) // the same host list form
+		if err != nil {
+			return nil, fmt.Errorf("CORRAL_REDIS_URL: not a valid redis URL")
+		}
+		rdb = redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:    topo.sentinelMaster,
+			SentinelAddrs: seeds.Addrs,
+			Username:      seeds.Username, Password: seeds.Password,
+			SentinelUsername: seeds.Username, SentinelPassword: seeds.Password,
+			TLSConfig:   seeds.TLSConfig,
+			DialTimeout: redisDialTimeout, ReadTimeout: redisIOTimeout, WriteTimeout: redisIOTimeout,
+			PoolTimeout: redisPoolTimeout, ContextTimeoutEnabled: true,
+			MaxRetries: 1, DialerRetries: 1, PoolSize: 64,
+		})
+	default:
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			// The URL may hold a password: never echo it.
+			return nil, fmt.Errorf("CORRAL_REDIS_URL: not a valid redis URL")
+		}
+		opt.DialTimeout = redisDialTimeout
+		opt.ReadTimeout = redisIOTimeout
+		opt.WriteTimeout = redisIOTimeout
+		opt.PoolTimeout = redisPoolTimeout
+		opt.ContextTimeoutEnabled = true // honour per-call deadlines on socket reads and writes
+		opt.MaxRetries = 1
+		opt.DialerRetries = 1
+		opt.PoolSize = 64
+		opt.MaintNotificationsConfig = maint
+		rdb = redis.NewClient(opt)
+	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	// An unreachable Redis at start is not fatal: Corral serves degraded

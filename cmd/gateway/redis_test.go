@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/corralhq/corral/internal/config"
@@ -152,12 +153,12 @@ func TestHungRedis(t *testing.T) {
 // TestRedisClientDeadlines pins the client options that give every Redis
 // call, and a new connection's handshake, a deadline.
 func TestRedisClientDeadlines(t *testing.T) {
-	rdb, err := newRedis(context.Background(), "redis://127.0.0.1:1/0", slog.New(slog.DiscardHandler))
+	c, err := newRedis(context.Background(), "redis://127.0.0.1:1/0", redisTopology{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rdb.Close()
-	o := rdb.Options()
+	defer c.Close()
+	o := c.(*redis.Client).Options()
 	if o.DialTimeout != redisDialTimeout || o.ReadTimeout != redisIOTimeout || o.WriteTimeout != redisIOTimeout ||
 		o.PoolTimeout != redisPoolTimeout || !o.ContextTimeoutEnabled {
 		t.Errorf("dial %v read %v write %v pool %v context %v; want %v, %v, %v, %v, true",

@@ -27,6 +27,14 @@ type Config struct {
 	// RedisURL selects distributed mode when set (redis:// or rediss://).
 	// CORRAL_REDIS_URL, default empty (embedded mode).
 	RedisURL string `env:"CORRAL_REDIS_URL"`
+	// RedisCluster makes RedisURL the seed list of a Redis Cluster, in
+	// go-redis's cluster URL form
+	// (redis://[user:pass@]host1:7000?addr=host2:7001&addr=host3:7002).
+	// CORRAL_REDIS_CLUSTER, default false.
+	RedisCluster bool `env:"CORRAL_REDIS_CLUSTER"`
+	// RedisSentinelMaster makes RedisURL's hosts (same form) Sentinels of
+	// the master of this name. CORRAL_REDIS_SENTINEL_MASTER, default empty.
+	RedisSentinelMaster string `env:"CORRAL_REDIS_SENTINEL_MASTER"`
 	// TenantsFile is the YAML (or JSON) tenants file. CORRAL_TENANTS_FILE,
 	// default empty (no tenants: every request is refused with 401).
 	TenantsFile string `env:"CORRAL_TENANTS_FILE"`
@@ -145,6 +153,12 @@ func (c *Config) Validate() error {
 			// The value may carry a password: name the variable only.
 			errs = append(errs, &Error{Var: "CORRAL_REDIS_URL", Problem: "must be a redis:// or rediss:// URL"})
 		}
+	}
+	if c.RedisCluster && c.RedisSentinelMaster != "" {
+		errs = append(errs, &Error{Var: "CORRAL_REDIS_SENTINEL_MASTER", Value: c.RedisSentinelMaster, Problem: "cannot be set with CORRAL_REDIS_CLUSTER=true"})
+	}
+	if c.RedisURL == "" && (c.RedisCluster || c.RedisSentinelMaster != "") {
+		errs = append(errs, &Error{Var: "CORRAL_REDIS_URL", Problem: "must be set with CORRAL_REDIS_CLUSTER or CORRAL_REDIS_SENTINEL_MASTER"})
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

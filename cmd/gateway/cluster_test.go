@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/tenant"
+)
+
+// clusterGateways wires n gateways, as separate processes would be, to one
+// Redis Cluster (CORRAL_REDIS_CLUSTER=true) in front of one mock model.
+// Tenants: acme (no limits) and rpm (20 requests/min).
+func clusterGateways(t *testing.T, c *redistest.Cluster, mock *mockllm.Server, n int) []string {
+	t.Helper()
+	up := httptest.NewServer(mock)
+	t.Cleanup(up.Close)
+	file := filepath.Join(t.TempDir(), "tenants.yaml")
+	tenants := "tenants:\n" +
+		"  - id: acme\n    keys: [{sha256: \"" + tenant.HashKey("sk-wired") + "\"}]\n" +
+		"  - id: rpm\n    requests_per_minute: 20\n    keys: [{sha256: \"" + tenant.HashKey("sk-rpm") + "\"}]\n"
+	if err := os.WriteFile(file, []byte(tenants), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load([]string{
+		"CORRAL_REDIS_URL=" + c.URL(),
+		"CORRAL_REDIS_CLUSTER=true",
+		"CORRAL_UPSTREAM_URL=" + up.URL + "/v1",
+		"CORRAL_TENANTS_FILE=" + file,
+		"CORRAL_ADMIN_TOKEN=adm",
+		"CORRAL_DATA_DIR=" + t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bases []string
+	for range n {
+		gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(gw)
+		t.Cleanup(func() {
+			srv.Close()
+			gw.Close()
+		})
+		bases = append(bases, srv.URL)
+	}
+	return bases
+}
+
+// post sends one chat request; it is safe from any goroutine.
+func postChat(base, key, text string) (int, string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions",
+		strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"`+text+`"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("X-Corral-Cache"), err
+}
+
+// TestRedisCluster runs three gateways on a real local Redis Cluster (3
+// masters, 3 replicas): a burst of identical prompts over all three makes
+// one upstream call, requests/min holds exactly across them, and a purge
+// reaches the entries on every master.
+func TestRedisCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 1)
+	gate := make(chan struct{})
+	mock := mockllm.New(mockllm.Options{OnRequest: func(r *http.Request) {
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+		}
+	}})
+	bases := clusterGateways(t, c, mock, 3)
+
+	t.Run("one upstream call per burst", func(t *testing.T) {
+		const n = 30
+		var wg sync.WaitGroup
+		codes := make([]int, n)
+		for i := range n {
+			wg.Go(func() { codes[i], _, _ = postChat(bases[i%3], "sk-wired", "burst") })
+		}
+		// Hold the one upstream call until every request has arrived
+		// somewhere: the leader's call is in flight, the rest wait on it.
+		if _, err := mock.Wait(context.Background(), func(s mockllm.Stats) bool { return s.InFlight == 1 }); err != nil {
+			t.Fatal(err)
+		}
+		close(gate)
+		wg.Wait()
+		for i, code := range codes {
+			if code != 200 {
+				t.Errorf("request %d: %d", i, code)
+			}
+		}
+		if got := mock.Stats().Requests; got != 1 {
+			t.Errorf("upstream calls = %d for a burst of %d over 3 instances; want 1", got, n)
+		}
+	})
+
+	t.Run("exact requests per minute", func(t *testing.T) {
+		const n = 45
+		var wg sync.WaitGroup
+		codes := make([]int, n)
+		for i := range n {
+			wg.Go(func() { codes[i], _, _ = postChat(bases[i%3], "sk-rpm", fmt.Sprintf("rpm %d", i)) })
+		}
+		wg.Wait()
+		ok := 0
+		for _, code := range codes {
+			if code == 200 {
+				ok++
+			}
+		}
+		if ok != 20 {
+			t.Errorf("%d of %d requests admitted over 3 instances; want exactly the limit, 20", ok, n)
+		}
+	})
+
+	t.Run("purge reaches every master", func(t *testing.T) {
+		for i := range 24 { // distinct prompts: their keys spread over the slots
+			if code, _, err := postChat(bases[i%3], "sk-wired", fmt.Sprintf("purge %d", i)); code != 200 || err != nil {
+				t.Fatalf("storing %d: %d %v", i, code, err)
+			}
+		}
+		cc := c.Client()
+		perMaster := func() map[string]int {
+			var mu sync.Mutex
+			out := map[string]int{}
+			err := cc.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+				keys, err := m.Keys(ctx, "corral:v1:{acme:*}:r").Result()
+				mu.Lock()
+				out[m.Options().Addr] = len(keys)
+				mu.Unlock()
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		before := perMaster()
+		holding := 0
+		for _, n := range before {
+			if n > 0 {
+				holding++
+			}
+		}
+		if holding < 2 {
+			t.Fatalf("entries per master %v; want them on several masters", before)
+		}
+		req, _ := http.NewRequest(http.MethodDelete, bases[1]+"/admin/cache/acme", nil)
+		req.Header.Set("Authorization", "Bearer adm")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("purge = %d", resp.StatusCode)
+		}
+		for addr, n := range perMaster() {
+			if n != 0 {
+				t.Errorf("master %s still holds %d entries after the purge (before: %v)", addr, n, before)
+			}
+		}
+		if _, cache, _ := postChat(bases[2], "sk-wired", "purge 0"); cache != "MISS" {
+			t.Errorf("after the purge: %s; want MISS", cache)
+		}
+	})
+}
