@@ -22,10 +22,10 @@ import (
 	"github.com/corralhq/corral/internal/tenant"
 )
 
-// clusterGateways wires n gateways, as separate processes would be, to one
-// Redis Cluster (CORRAL_REDIS_CLUSTER=true) in front of one mock model.
-// Tenants: acme (no limits) and rpm (20 requests/min).
-func clusterGateways(t *testing.T, c *redistest.Cluster, mock *mockllm.Server, n int) []string {
+// redisGateways wires n gateways, as separate processes would be, to one
+// Redis setup (env: CORRAL_REDIS_URL and its topology) in front of one mock
+// model. Tenants: acme (no limits) and rpm (20 requests/min).
+func redisGateways(t *testing.T, env []string, mock *mockllm.Server, n int) []string {
 	t.Helper()
 	up := httptest.NewServer(mock)
 	t.Cleanup(up.Close)
@@ -36,14 +36,12 @@ func clusterGateways(t *testing.T, c *redistest.Cluster, mock *mockllm.Server, n
 	if err := os.WriteFile(file, []byte(tenants), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load([]string{
-		"CORRAL_REDIS_URL=" + c.URL(),
-		"CORRAL_REDIS_CLUSTER=true",
-		"CORRAL_UPSTREAM_URL=" + up.URL + "/v1",
-		"CORRAL_TENANTS_FILE=" + file,
+	cfg, err := config.Load(append(env,
+		"CORRAL_UPSTREAM_URL="+up.URL+"/v1",
+		"CORRAL_TENANTS_FILE="+file,
 		"CORRAL_ADMIN_TOKEN=adm",
-		"CORRAL_DATA_DIR=" + t.TempDir(),
-	})
+		"CORRAL_DATA_DIR="+t.TempDir(),
+	))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +90,7 @@ func TestRedisCluster(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	}})
-	bases := clusterGateways(t, c, mock, 3)
+	bases := redisGateways(t, []string{"CORRAL_REDIS_URL=" + c.URL(), "CORRAL_REDIS_CLUSTER=true"}, mock, 3)
 
 	t.Run("one upstream call per burst", func(t *testing.T) {
 		const n = 30
@@ -188,4 +186,62 @@ func TestRedisCluster(t *testing.T) {
 			t.Errorf("after the purge: %s; want MISS", cache)
 		}
 	})
+}
+
+// TestRedisSentinel runs two gateways on a real Sentinel set (a master, a
+// replica, three Sentinels): answers are shared through the master, a
+// failover (a replica promoted) under steady traffic fails no request, and
+// entries are stored and shared again on the new master.
+func TestRedisSentinel(t *testing.T) {
+	s := redistest.StartSentinel(t, 1)
+	mock := mockllm.New(mockllm.Options{})
+	bases := redisGateways(t, []string{"CORRAL_REDIS_URL=" + s.URL(), "CORRAL_REDIS_SENTINEL_MASTER=" + redistest.SentinelMaster}, mock, 2)
+	shared := func(text string) {
+		t.Helper()
+		if code, cache, err := postChat(bases[0], "sk-wired", text); code != 200 || cache != "MISS" || err != nil {
+			t.Fatalf("%s on the first instance: %d %s %v; want a MISS", text, code, cache, err)
+		}
+		if code, cache, err := postChat(bases[1], "sk-wired", text); code != 200 || cache != "HIT" || err != nil {
+			t.Fatalf("%s on the second instance: %d %s %v; want a HIT", text, code, cache, err)
+		}
+	}
+	shared("before the failover")
+
+	stop := make(chan struct{})
+	failed := make(chan string, 1000)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if code, _, err := postChat(bases[w%2], "sk-wired", fmt.Sprintf("load %d %d", w, i%20)); code != 200 || err != nil {
+					failed <- fmt.Sprintf("worker %d request %d: %d %v", w, i, code, err)
+				}
+			}
+		})
+	}
+	s.Failover()
+	close(stop)
+	wg.Wait()
+	close(failed)
+	for f := range failed {
+		t.Error(f)
+	}
+	// The new master takes writes: entries are shared again within seconds.
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; ; i++ {
+		text := fmt.Sprintf("after the failover %d", i)
+		_, cache0, _ := postChat(bases[0], "sk-wired", text)
+		_, cache1, _ := postChat(bases[1], "sk-wired", text)
+		if cache0 == "MISS" && cache1 == "HIT" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer shared through Redis 15 s after the failover (last: %s, %s)", cache0, cache1)
+		}
+	}
 }

@@ -34,3 +34,17 @@ func TestStartCluster(t *testing.T) {
 		t.Errorf("EXISTS = %d, %v", n, err)
 	}
 }
+
+func TestStartSentinel(t *testing.T) {
+	s := StartSentinel(t, 1)
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: s.sentinels})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Failover()
+	if err := c.Set(ctx, "k2", "v", 0).Err(); err != nil {
+		t.Errorf("SET after the failover: %v", err)
+	}
+}
