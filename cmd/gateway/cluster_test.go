@@ -245,3 +245,55 @@ func TestRedisSentinel(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisClusterMasterKilled kills a Cluster master under steady traffic
+// over three gateways: no request fails (Redis faults degrade to the
+// in-process path), and once its replica is promoted answers are stored
+// and shared through the Cluster again.
+func TestRedisClusterMasterKilled(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 1)
+	mock := mockllm.New(mockllm.Options{})
+	bases := redisGateways(t, []string{"CORRAL_REDIS_URL=" + c.URL(), "CORRAL_REDIS_CLUSTER=true"}, mock, 3)
+	stop := make(chan struct{})
+	failed := make(chan string, 10000)
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// 30 prompts spread over the slots, so some live on the killed master.
+				if code, _, err := postChat(bases[w%3], "sk-wired", fmt.Sprintf("load %d", (w*7+i)%30)); code != 200 || err != nil {
+					failed <- fmt.Sprintf("worker %d request %d: %d %v", w, i, code, err)
+				}
+			}
+		})
+	}
+	dead := c.KillMaster()
+	c.WaitHealed(dead)
+	close(stop)
+	wg.Wait()
+	close(failed)
+	for f := range failed {
+		t.Error(f)
+	}
+	// Every prompt is stored and shared again: a MISS on one instance is a
+	// HIT on another, for prompts in every slot range.
+	deadline := time.Now().Add(15 * time.Second)
+	for shared, attempt := 0, 0; shared < 12; attempt++ {
+		text := fmt.Sprintf("after the failover %d", attempt)
+		_, cache0, _ := postChat(bases[attempt%3], "sk-wired", text)
+		_, cache1, _ := postChat(bases[(attempt+1)%3], "sk-wired", text)
+		if cache0 == "MISS" && cache1 == "HIT" {
+			shared++
+			continue
+		}
+		shared = 0 // twelve in a row, so every slot range is back
+		if time.Now().After(deadline) {
+			t.Fatalf("answers not shared through the Cluster 15 s after the failover (%s, %s)", cache0, cache1)
+		}
+	}
+}

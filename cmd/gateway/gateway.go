@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce/livestream"
 	"github.com/corralhq/corral/internal/coalesce/redislock"
@@ -120,6 +122,9 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 			return nil, err
 		}
 		gw.closers = append(gw.closers, func() { _ = rdb.Close() })
+		if cc, ok := rdb.(*redis.ClusterClient); ok {
+			gw.closers = append(gw.closers, reloadClusterState(cc, clusterReload))
+		}
 		bus := redislock.NewBus(rdb, redislock.BusOptions{Logger: log})
 		gw.closers = append(gw.closers, func() { _ = bus.Close() })
 		so.Distributed = true

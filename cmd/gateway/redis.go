@@ -108,3 +108,34 @@ type redisLogger struct{ log *slog.Logger }
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.WarnContext(ctx, "redis client", slog.String("detail", fmt.Sprintf(format, v...)))
 }
+
+// clusterReload is how often a Cluster client re-reads the slot map.
+const clusterReload = time.Second
+
+// reloadClusterState re-reads the Cluster's slot map every interval until
+// the returned stop is called (stop waits for the loop to end). go-redis
+// reloads it on a MOVED reply, but a master that died answers nothing at
+// all, so without this its slots stay mapped to the dead address after a
+// replica took over (tens of seconds of degraded mode instead of one).
+// One CLUSTER SLOTS per interval per instance is the cost.
+func reloadClusterState(cc *redis.ClusterClient, interval time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				cc.ReloadState(ctx)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

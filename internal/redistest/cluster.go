@@ -20,7 +20,7 @@ import (
 type Cluster struct {
 	tb    testing.TB
 	addrs []string    // host:port of every node, masters first as created
-	cmds  []*exec.Cmd // the node processes
+	cmds  []*exec.Cmd // the node processes; nil once killed
 }
 
 // StartCluster starts masters masters with replicas replicas each and waits
@@ -52,12 +52,19 @@ func StartCluster(tb testing.TB, masters, replicas int) *Cluster {
 		if err != nil {
 			tb.Fatalf("redistest: free port: %v", err)
 		}
+		ndir := filepath.Join(dir, strconv.Itoa(i)) // replication files must not collide
+		if err := os.Mkdir(ndir, 0o700); err != nil {
+			tb.Fatal(err)
+		}
 		cmd := exec.Command(bin,
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
-			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", i)),
+			"--cluster-config-file", filepath.Join(ndir, "nodes.conf"),
 			"--cluster-node-timeout", "2000",
-			"--dir", dir, "--save", "", "--appendonly", "no",
+			// A replica promotes itself however long its link was down: a
+			// test kills masters at will.
+			"--cluster-replica-validity-factor", "0",
+			"--dir", ndir, "--save", "", "--appendonly", "no",
 			"--protected-mode", "no", "--loglevel", "warning")
 		if err := cmd.Start(); err != nil {
 			tb.Fatalf("redistest: start cluster node: %v", err)
@@ -125,8 +132,74 @@ func (c *Cluster) Client() *redis.ClusterClient {
 	return cc
 }
 
+// KillMaster kills one master's process (SIGKILL) and returns its address;
+// its replica is promoted once the other nodes time it out (2 s).
+func (c *Cluster) KillMaster() string {
+	c.tb.Helper()
+	for i, addr := range c.addrs {
+		if c.cmds[i] == nil {
+			continue
+		}
+		n := redis.NewClient(&redis.Options{Addr: addr})
+		info, err := n.Info(context.Background(), "replication").Result()
+		_ = n.Close()
+		if err != nil || !strings.Contains(info, "role:master") {
+			continue
+		}
+		_ = c.cmds[i].Process.Kill()
+		_ = c.cmds[i].Wait()
+		c.cmds[i] = nil
+		return addr
+	}
+	c.tb.Fatal("redistest: no live master to kill")
+	return ""
+}
+
+// WaitHealed polls the live nodes until each has marked dead (from
+// KillMaster) as failed and reports cluster_state:ok again: a replica was
+// promoted in its place.
+func (c *Cluster) WaitHealed(dead string) {
+	c.tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for i, addr := range c.addrs {
+		if c.cmds[i] == nil {
+			continue
+		}
+		n := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			info, err := n.ClusterInfo(ctx).Result()
+			nodes, nerr := n.ClusterNodes(ctx).Result()
+			cancel()
+			if err == nil && nerr == nil && strings.Contains(info, "cluster_state:ok") && deadMarked(nodes, dead) {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = n.Close()
+				c.tb.Fatalf("redistest: cluster node %s not healed 30 s after a master died: %v\n%s", addr, err, nodes)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = n.Close()
+	}
+}
+
+// deadMarked reports whether CLUSTER NODES output marks the node at addr
+// as failed.
+func deadMarked(nodes, addr string) bool {
+	for line := range strings.Lines(nodes) {
+		if strings.Contains(line, addr+"@") && strings.Contains(line, "fail") && !strings.Contains(line, "fail?") {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Cluster) stop() {
 	for _, cmd := range c.cmds {
+		if cmd == nil {
+			continue // killed by KillMaster
+		}
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}
