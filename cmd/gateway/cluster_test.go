@@ -116,6 +116,52 @@ func TestRedisCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("live stream followers", func(t *testing.T) {
+		before := mock.Stats().Requests
+		body := `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"live"}],"mock":{"chunks":10,"chunk_delay_ms":40}}`
+		const n = 9
+		var wg sync.WaitGroup
+		type result struct {
+			code  int
+			cache string
+			body  string
+		}
+		got := make([]result, n)
+		first := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				if i > 0 {
+					<-first // join while the leader's stream is live
+				}
+				req, _ := http.NewRequest(http.MethodPost, bases[i%3]+"/v1/chat/completions", strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer sk-wired")
+				resp, err := http.DefaultClient.Do(req)
+				if i == 0 {
+					close(first)
+				}
+				if err != nil {
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				got[i] = result{resp.StatusCode, resp.Header.Get("X-Corral-Cache"), string(b)}
+			})
+		}
+		wg.Wait()
+		coalesced := 0
+		for i, r := range got {
+			if r.code != 200 || !strings.HasSuffix(strings.TrimSpace(r.body), "data: [DONE]") {
+				t.Errorf("stream %d: %d %s, ends %q", i, r.code, r.cache, r.body[max(0, len(r.body)-40):])
+			}
+			if r.cache == "COALESCED" {
+				coalesced++
+			}
+		}
+		if calls := mock.Stats().Requests - before; calls != 1 || coalesced == 0 {
+			t.Errorf("upstream calls = %d, live followers %d; want 1 call and followers on other instances", calls, coalesced)
+		}
+	})
+
 	t.Run("exact requests per minute", func(t *testing.T) {
 		const n = 45
 		var wg sync.WaitGroup
