@@ -17,4 +17,8 @@ COPY --from=build /out/mockllm /usr/local/bin/mockllm
 ENV CORRAL_DATA_DIR=/home/nonroot/corral-data
 USER nonroot:nonroot
 EXPOSE 8080
+# No shell or curl in a distroless image: the gateway checks its own
+# /readyz on the port of CORRAL_ADDR.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+  CMD ["/usr/local/bin/gateway", "healthcheck"]
 ENTRYPOINT ["/usr/local/bin/gateway"]

@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: run demo test bench bench-micro lint fuzz
+.PHONY: run demo test fuzz-ci bench bench-micro lint fuzz helm-template
 
 run: ## serve with CORRAL_* from the environment
 	$(GO) run ./cmd/gateway
@@ -10,10 +10,12 @@ run: ## serve with CORRAL_* from the environment
 demo: ## serve the built-in mock model with a demo key
 	$(GO) run ./cmd/gateway -demo
 
-test: ## vet, race-enabled tests, every benchmark once so they stay runnable, 5 s of fuzzing bodies through the handler
+test: ## vet, race-enabled tests, then every benchmark once so they stay runnable
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 10m $(PKGS)
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 5m $(PKGS)
+
+fuzz-ci: ## 5 s of fuzzing whole bodies through the handler; .ci/run runs it after make test
 	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime 5s ./internal/server/
 
 bench: ## load harness (bench/): gateway, mock, Redis and a bare proxy as pinned processes; ~4 min; BENCHFLAGS=-quick for ~1 min
@@ -29,3 +31,7 @@ lint:
 fuzz: ## a short fuzz run of the keying canonicaliser and of whole bodies through the handler
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/keying/
 	$(GO) test -run '^$$' -fuzz FuzzHandler -fuzztime 60s ./internal/server/
+
+helm-template: ## render the Helm chart with the example values (Helm pinned in tools/helm)
+	$(GO) -C tools/helm tool helm lint --strict ../../deploy/helm/corral -f ../../deploy/helm/corral/values-example.yaml
+	$(GO) -C tools/helm tool helm template corral ../../deploy/helm/corral -f ../../deploy/helm/corral/values-example.yaml

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,8 +29,12 @@ import (
 type gatewayOptions struct {
 	// Demo serves the built-in mock model as upstream and adds the demo
 	// tenant.
-	Demo   bool
-	Logger *slog.Logger
+	Demo bool
+	// CheckUpstream asks the upstream for GET /models once at start and
+	// warns when it fails (run sets it; tests that wire a gateway to no
+	// upstream at all leave it off).
+	CheckUpstream bool
+	Logger        *slog.Logger
 }
 
 // gateway is a wired Corral: the HTTP handler plus what it owns.
@@ -80,6 +85,11 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		if err != nil {
 			return nil, err
 		}
+		// Checked on every reload too: a reload must not bring in what a
+		// start would refuse.
+		if err := refuseDemoKey(cfg, specs); err != nil {
+			return nil, err
+		}
 		return tenant.NewRegistry(append(specs, extra...))
 	}
 	reg, err := loadRegistry()
@@ -97,6 +107,9 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	})
 	if err != nil {
 		return nil, err
+	}
+	if o.CheckUpstream {
+		gw.closers = append(gw.closers, checkUpstream(ctx, up, cfg.UpstreamURL, log))
 	}
 	so := server.Options{
 		Tenants:           reg,
@@ -221,6 +234,52 @@ func tenantSpecs(cfg config.Config) ([]tenant.Spec, error) {
 		specs = append(specs, s)
 	}
 	return specs, nil
+}
+
+// refuseDemoKey stops a gateway whose tenants file accepts the public demo
+// key while Corral holds a real upstream key: anyone who can reach the port
+// would spend that key. -demo itself never gets here with a key (its
+// upstream is the mock), and CORRAL_ALLOW_DEMO_KEY=true says the operator
+// means it (a private test box, a keyless local model behind a key).
+func refuseDemoKey(cfg config.Config, specs []tenant.Spec) error {
+	if cfg.UpstreamAPIKey == "" || cfg.AllowDemoKey {
+		return nil
+	}
+	demo := tenant.HashKey(DemoKey)
+	for _, s := range specs {
+		for _, h := range s.KeySHA256 {
+			if strings.EqualFold(h, demo) {
+				return fmt.Errorf("tenants file %s: tenant %q accepts the public demo key %s while an upstream key is set, so anyone who can reach the gateway could spend it: "+
+					"give the tenant a key of its own (gateway keygen) or set CORRAL_ALLOW_DEMO_KEY=true", cfg.TenantsFile, s.ID, DemoKey)
+			}
+		}
+	}
+	return nil
+}
+
+// checkUpstream asks the upstream once, in the background, whether it
+// answers GET /models, and logs a warning naming the URL when it does not.
+// It is never fatal: the upstream may come up after Corral, and a gateway
+// that refused to start would make that an outage. The returned stop
+// cancels the check and waits for it.
+func checkUpstream(ctx context.Context, up *upstream.Client, baseURL string, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := up.Check(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("upstream check failed; serving anyway",
+				slog.String("upstream", upstream.Redact(baseURL)), slog.String("error", err.Error()))
+			return
+		}
+		if ctx.Err() == nil {
+			log.Info("upstream check passed", slog.String("upstream", upstream.Redact(baseURL)))
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // startDemoUpstream serves the mock model on a private loopback port and

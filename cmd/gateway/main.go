@@ -1,8 +1,10 @@
 // Command gateway runs Corral, the OpenAI-compatible LLM gateway.
 //
-//	gateway            serve with configuration from CORRAL_* variables
-//	gateway -demo      serve with the built-in mock model and a demo key
-//	gateway keygen     print a new tenant key and its tenants-file line
+//	gateway              serve with configuration from CORRAL_* variables
+//	gateway -demo        serve with the built-in mock model and a demo key
+//	gateway keygen       print a new tenant key and its tenants-file line
+//	gateway healthcheck  exit 0 when the gateway at CORRAL_ADDR is ready
+//	gateway help         list the subcommands and every CORRAL_* variable
 package main
 
 import (

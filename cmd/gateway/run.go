@@ -23,17 +23,28 @@ import (
 // serve until ctx ends, shut down gracefully. It returns instead of
 // exiting so tests can drive it.
 func run(ctx context.Context, args []string, environ []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "keygen" {
-		return keygen(stdout)
+	if len(args) > 0 {
+		switch args[0] {
+		case "keygen":
+			return keygen(stdout)
+		case "healthcheck":
+			return healthcheck(ctx, args[1:], environ, stdout, stderr)
+		case "help":
+			return writeHelp(stdout)
+		}
 	}
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { _ = writeHelp(stdout) }
 	demo := fs.Bool("demo", false, "serve with the built-in mock model as upstream and a demo tenant key (no account, no network)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // -h asked for the help it got
+		}
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unknown argument %q (subcommands: keygen)", fs.Arg(0))
+		return fmt.Errorf("unknown argument %q (subcommands: %s; see gateway help)", fs.Arg(0), subcommandNames())
 	}
 	cfg, err := config.Load(environ)
 	if err != nil {
@@ -41,16 +52,17 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 
+	// Wire first, listen second: a bad tenants file or a refused default
+	// fails before the port is taken.
+	gw, err := newGateway(ctx, cfg, gatewayOptions{Demo: *demo, CheckUpstream: true, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
-	gw, err := newGateway(ctx, cfg, gatewayOptions{Demo: *demo, Logger: log})
-	if err != nil {
-		ln.Close()
-		return err
-	}
-	defer gw.Close()
 	if *demo {
 		printDemo(stdout, ln.Addr())
 	}
@@ -115,7 +127,16 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 func newLogger(w io.Writer, level string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(strings.ToUpper(level))) // validated by config
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv}))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: durationText}))
+}
+
+// durationText logs durations as operators write them ("30s", "1m30s"),
+// not as slog's JSON default of integer nanoseconds.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // reloadOnSIGHUP re-reads the tenants file on every SIGHUP until ctx ends

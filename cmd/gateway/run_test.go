@@ -108,6 +108,9 @@ func TestRunDemoServesAndStops(t *testing.T) {
 	if strings.Contains(stderr.String(), DemoKey) {
 		t.Error("logs contain the demo key")
 	}
+	if !strings.Contains(stderr.String(), `"grace":"30s"`) {
+		t.Errorf("shutdown log does not give the grace period as 30s:\n%s", stderr)
+	}
 }
 
 func TestRunRefusesBadConfig(t *testing.T) {
@@ -115,7 +118,9 @@ func TestRunRefusesBadConfig(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "CORRAL_WAIT_TIMEOUT") {
 		t.Errorf("run error = %v; want one naming CORRAL_WAIT_TIMEOUT", err)
 	}
-	err = run(context.Background(), nil, []string{"CORRAL_TENANTS_FILE=/nonexistent/t.yaml"}, io.Discard, io.Discard)
+	// A free port, never the default: a test must not collide with a
+	// gateway (the README's demo) already serving :8080.
+	err = run(context.Background(), nil, []string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_TENANTS_FILE=/nonexistent/t.yaml"}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/t.yaml") {
 		t.Errorf("run error = %v; want one naming the tenants file", err)
 	}

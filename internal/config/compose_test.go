@@ -17,8 +17,10 @@ const repo = "../../"
 
 type composeService struct {
 	Image       string            `yaml:"image"`
+	Build       string            `yaml:"build"`
 	Profiles    []string          `yaml:"profiles"`
 	Ports       []string          `yaml:"ports"`
+	Command     []string          `yaml:"command"`
 	Entrypoint  []string          `yaml:"entrypoint"`
 	Environment map[string]string `yaml:"environment"`
 	Healthcheck *struct {
@@ -26,8 +28,13 @@ type composeService struct {
 	} `yaml:"healthcheck"`
 	DependsOn map[string]struct {
 		Condition string `yaml:"condition"`
+		Required  *bool  `yaml:"required"`
 	} `yaml:"depends_on"`
-	Volumes []string `yaml:"volumes"`
+	Volumes         []string `yaml:"volumes"`
+	StopGracePeriod string   `yaml:"stop_grace_period"`
+	Deploy          struct {
+		Replicas *int `yaml:"replicas"`
+	} `yaml:"deploy"`
 }
 
 // mount returns the repository path of the bind mount whose container
@@ -105,7 +112,7 @@ func TestComposeMatchesConfig(t *testing.T) {
 	if len(gw.Ports) == 0 || !strings.HasSuffix(gw.Ports[0], ":"+port) {
 		t.Errorf("gateway ports %v do not publish CORRAL_ADDR port %s", gw.Ports, port)
 	}
-	tf := gw.Environment["CORRAL_TENANTS_FILE"]
+	tf := interpolate(gw.Environment["CORRAL_TENANTS_FILE"])
 	mounted := false
 	for _, v := range gw.Volumes {
 		if src, dst, _ := strings.Cut(v, ":"); strings.HasPrefix(dst, tf) {

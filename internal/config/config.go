@@ -19,70 +19,34 @@ import (
 	"github.com/caarlos0/env/v11"
 )
 
-// Config is the process configuration. Each field documents its variable
-// and default.
+// Config is the process configuration. Each field carries its variable
+// (env), its default (envDefault) and its meaning (doc, plain text); `gateway
+// help` and the README's table are generated from these tags (see Vars), so
+// a new variable is a field with its tags and nothing else. docDefault
+// replaces envDefault in the docs where the default is not a literal value.
 type Config struct {
-	// Addr is the listen address. CORRAL_ADDR, default ":8080".
-	Addr string `env:"CORRAL_ADDR" envDefault:":8080"`
-	// RedisURL selects distributed mode when set (redis:// or rediss://).
-	// CORRAL_REDIS_URL, default empty (embedded mode).
-	RedisURL string `env:"CORRAL_REDIS_URL"`
-	// RedisCluster makes RedisURL the seed list of a Redis Cluster, in
-	// go-redis's cluster URL form
-	// (redis://[user:pass@]host1:7000?addr=host2:7001&addr=host3:7002).
-	// CORRAL_REDIS_CLUSTER, default false.
-	RedisCluster bool `env:"CORRAL_REDIS_CLUSTER"`
-	// RedisSentinelMaster makes RedisURL's hosts (same form) Sentinels of
-	// the master of this name. CORRAL_REDIS_SENTINEL_MASTER, default empty.
-	RedisSentinelMaster string `env:"CORRAL_REDIS_SENTINEL_MASTER"`
-	// TenantsFile is the YAML (or JSON) tenants file. CORRAL_TENANTS_FILE,
-	// default empty (no tenants: every request is refused with 401).
-	TenantsFile string `env:"CORRAL_TENANTS_FILE"`
-	// UpstreamURL is the OpenAI-compatible base URL, including its /v1.
-	// CORRAL_UPSTREAM_URL, default "https://api.openai.com/v1".
-	UpstreamURL string `env:"CORRAL_UPSTREAM_URL" envDefault:"https://api.openai.com/v1"`
-	// UpstreamAPIKey is the key Corral sends upstream; clients never see it.
-	// CORRAL_UPSTREAM_API_KEY, falling back to OPENAI_API_KEY.
-	UpstreamAPIKey string `env:"CORRAL_UPSTREAM_API_KEY"`
-	// CacheTTL is the default positive-cache TTL. CORRAL_CACHE_TTL, default 1h.
-	CacheTTL time.Duration `env:"CORRAL_CACHE_TTL" envDefault:"1h"`
-	// NegativeTTL is the default negative-cache TTL. CORRAL_NEGATIVE_TTL, default 30s.
-	NegativeTTL time.Duration `env:"CORRAL_NEGATIVE_TTL" envDefault:"30s"`
-	// LockTTL is the Redis lock TTL; the leader renews it while its call is
-	// alive. CORRAL_LOCK_TTL, default 10s.
-	LockTTL time.Duration `env:"CORRAL_LOCK_TTL" envDefault:"10s"`
-	// PollInterval is the waiters' safety-net poll. CORRAL_POLL_INTERVAL, default 50ms.
-	PollInterval time.Duration `env:"CORRAL_POLL_INTERVAL" envDefault:"50ms"`
-	// WaitTimeout is the longest a waiter waits for another instance's call
-	// before calling upstream itself. CORRAL_WAIT_TIMEOUT, default 120s.
-	WaitTimeout time.Duration `env:"CORRAL_WAIT_TIMEOUT" envDefault:"120s"`
-	// WaitTimeoutFail answers 504 when WaitTimeout passes instead of calling
-	// upstream. CORRAL_WAIT_TIMEOUT_FAIL, default false.
-	WaitTimeoutFail bool `env:"CORRAL_WAIT_TIMEOUT_FAIL" envDefault:"false"`
-	// LeaderWait bounds the wait for a tenant's max_leaders permit before
-	// 429 tenant_concurrency_exceeded. CORRAL_LEADER_WAIT, default 10s.
-	LeaderWait time.Duration `env:"CORRAL_LEADER_WAIT" envDefault:"10s"`
-	// UpstreamTimeout bounds one upstream call, streams included.
-	// CORRAL_UPSTREAM_TIMEOUT, default 120s.
-	UpstreamTimeout time.Duration `env:"CORRAL_UPSTREAM_TIMEOUT" envDefault:"120s"`
-	// MaxBodyBytes is the request body limit; larger bodies get 413.
-	// CORRAL_MAX_BODY_BYTES, default 8MiB.
-	MaxBodyBytes ByteSize `env:"CORRAL_MAX_BODY_BYTES" envDefault:"8MiB"`
-	// AdminToken enables the admin endpoints with this bearer token.
-	// CORRAL_ADMIN_TOKEN, default empty (admin disabled).
-	AdminToken string `env:"CORRAL_ADMIN_TOKEN"`
-	// PprofAddr serves Go's net/http/pprof profiles on this separate
-	// address (keep it on loopback). CORRAL_PPROF_ADDR, default empty (off).
-	PprofAddr string `env:"CORRAL_PPROF_ADDR"`
-	// LogLevel is debug, info, warn or error. CORRAL_LOG_LEVEL, default info.
-	LogLevel string `env:"CORRAL_LOG_LEVEL" envDefault:"info"`
-	// ShutdownTimeout is how long in-flight requests and streams may run
-	// after SIGTERM before they are cut. CORRAL_SHUTDOWN_TIMEOUT, default 30s.
-	ShutdownTimeout time.Duration `env:"CORRAL_SHUTDOWN_TIMEOUT" envDefault:"30s"`
-	// DataDir holds embedded mode's persistent state: which tenant owns
-	// which stored object (objects.db). Unused in distributed mode, where
-	// ownership lives in Redis. CORRAL_DATA_DIR, default ./corral-data.
-	DataDir string `env:"CORRAL_DATA_DIR" envDefault:"./corral-data"`
+	Addr                string        `env:"CORRAL_ADDR" envDefault:":8080" doc:"listen address"`
+	RedisURL            string        `env:"CORRAL_REDIS_URL" doc:"redis:// or rediss:// URL; empty = embedded mode"`
+	RedisCluster        bool          `env:"CORRAL_REDIS_CLUSTER" envDefault:"false" doc:"true = CORRAL_REDIS_URL is the seed list of a Redis Cluster, in go-redis's cluster URL form redis://[user:pass@]host1:7000?addr=host2:7001&addr=host3:7002"`
+	RedisSentinelMaster string        `env:"CORRAL_REDIS_SENTINEL_MASTER" doc:"master name: CORRAL_REDIS_URL's hosts (same form) are Sentinels of that master; not with CORRAL_REDIS_CLUSTER"`
+	TenantsFile         string        `env:"CORRAL_TENANTS_FILE" doc:"tenants file (YAML; JSON is valid YAML); empty = no tenants, every request 401"`
+	UpstreamURL         string        `env:"CORRAL_UPSTREAM_URL" envDefault:"https://api.openai.com/v1" doc:"upstream base URL, including its /v1; checked once at start-up with GET /models (a failure is only a warning)"`
+	UpstreamAPIKey      string        `env:"CORRAL_UPSTREAM_API_KEY" docDefault:"OPENAI_API_KEY" doc:"key Corral sends upstream; clients never see it"`
+	AllowDemoKey        bool          `env:"CORRAL_ALLOW_DEMO_KEY" envDefault:"false" doc:"true = start although a tenant accepts the public demo key sk-corral-demo while an upstream key is set (refused otherwise: anyone could spend that key)"`
+	CacheTTL            time.Duration `env:"CORRAL_CACHE_TTL" envDefault:"1h" doc:"default positive TTL"`
+	NegativeTTL         time.Duration `env:"CORRAL_NEGATIVE_TTL" envDefault:"30s" doc:"default negative TTL"`
+	LockTTL             time.Duration `env:"CORRAL_LOCK_TTL" envDefault:"10s" doc:"Redis lock TTL; the leader renews it every TTL/3 while its call is alive"`
+	PollInterval        time.Duration `env:"CORRAL_POLL_INTERVAL" envDefault:"50ms" doc:"safety-net poll of waiters (pub/sub wakes them first)"`
+	WaitTimeout         time.Duration `env:"CORRAL_WAIT_TIMEOUT" envDefault:"120s" doc:"longest a waiter waits for another instance's call before calling upstream itself"`
+	WaitTimeoutFail     bool          `env:"CORRAL_WAIT_TIMEOUT_FAIL" envDefault:"false" doc:"true = answer 504 upstream_timeout instead of calling upstream when the wait times out"`
+	LeaderWait          time.Duration `env:"CORRAL_LEADER_WAIT" envDefault:"10s" doc:"longest a leader waits for its tenant's max_leaders permit before 429 tenant_concurrency_exceeded"`
+	UpstreamTimeout     time.Duration `env:"CORRAL_UPSTREAM_TIMEOUT" envDefault:"120s" doc:"one upstream call, from dial to the last byte of a stream"`
+	MaxBodyBytes        ByteSize      `env:"CORRAL_MAX_BODY_BYTES" envDefault:"8MiB" doc:"request body limit; larger bodies get 413 request_too_large"`
+	AdminToken          string        `env:"CORRAL_ADMIN_TOKEN" doc:"bearer token for admin endpoints; empty = admin disabled"`
+	LogLevel            string        `env:"CORRAL_LOG_LEVEL" envDefault:"info" doc:"debug, info, warn or error (JSON logs on stderr)"`
+	PprofAddr           string        `env:"CORRAL_PPROF_ADDR" doc:"serve Go's net/http/pprof on this separate address (keep it on loopback); empty = off"`
+	ShutdownTimeout     time.Duration `env:"CORRAL_SHUTDOWN_TIMEOUT" envDefault:"30s" doc:"on SIGTERM/SIGINT, how long in-flight requests and streams may finish; give an orchestrator's grace period more"`
+	DataDir             string        `env:"CORRAL_DATA_DIR" envDefault:"./corral-data" doc:"embedded mode's persistent state: who owns which stored object (objects.db); unused in distributed mode"`
 }
 
 // Error is a configuration problem tied to one variable.

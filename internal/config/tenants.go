@@ -1,11 +1,9 @@
 package config
 
 import (
-	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -91,25 +89,6 @@ func (t TenantSpec) DeniesObjects() bool { return t.StoredObjects == "deny" }
 // Caches reports whether the tenant's requests are cached and coalesced.
 func (t TenantSpec) Caches() bool { return t.Cache == nil || *t.Cache }
 
-// FileError is a problem in the tenants file, located by line and field.
-type FileError struct {
-	File    string
-	Line    int    // 0 when unknown
-	Field   string // e.g. tenants[1].id
-	Problem string
-}
-
-func (e *FileError) Error() string {
-	loc := e.File
-	if e.Line > 0 {
-		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
-	}
-	if e.Field == "" {
-		return fmt.Sprintf("tenants file %s: %s", loc, e.Problem)
-	}
-	return fmt.Sprintf("tenants file %s: %s: %s", loc, e.Field, e.Problem)
-}
-
 var tenantIDPattern = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 
 // LoadTenants reads and validates the tenants file at path.
@@ -125,41 +104,38 @@ func LoadTenants(path string) (*TenantsFile, error) {
 // error messages.
 func ParseTenants(name string, data []byte) (*TenantsFile, error) {
 	var tf TenantsFile
-	dec := yaml.NewDecoder(bytes.NewReader(data), yaml.DisallowUnknownField())
-	if err := dec.Decode(&tf); err != nil && !errors.Is(err, io.EOF) { // an empty file has no tenants: validate says so
-		return nil, decodeError(name, err)
+	if err := decodeFile("tenants file", name, "a tenants: list (see the README's Tenants file)", data, &tf); err != nil {
+		return nil, redactFileError(err)
 	}
 	v := validator{name: name, data: data}
 	return &tf, v.validate(&tf)
 }
 
-// decodeError locates a YAML decoding error without echoing the file: a
-// file that is not a tenants file at all (a key pasted in, a binary, the
-// wrong path) must not land in logs and admin answers byte for byte. Only
-// words that look like field names ("colour" in unknown field "colour")
-// are quoted; anything else becomes "…".
-func decodeError(name string, err error) error {
-	var ye yaml.Error
-	if !errors.As(err, &ye) {
-		return &FileError{File: name, Problem: "not a valid YAML tenants file"}
+// redactFileError keeps a decoding error from echoing the file: a file
+// that is not a tenants file at all (a key pasted in, a binary, the wrong
+// path) must not land in logs and admin answers byte for byte. Only words
+// that look like field names or plain values ("colour" in unknown field
+// "colour", got "lots") are quoted back; anything else becomes "…".
+func redactFileError(err error) error {
+	var fe *FileError
+	if !errors.As(err, &fe) {
+		return err
 	}
-	fe := &FileError{File: name, Problem: quotedNonNames.ReplaceAllStringFunc(ye.GetMessage(), redactQuoted)}
-	if tok := ye.GetToken(); tok != nil && tok.Position != nil {
-		fe.Line = tok.Position.Line
-		if fieldName.MatchString(tok.Value) {
-			fe.Field = tok.Value
-		}
-	}
-	if !printable.MatchString(fe.Problem) || len(fe.Problem) > 200 || strings.Contains(fe.Problem, "\n") {
+	fe.Problem = quotedWords.ReplaceAllStringFunc(fe.Problem, redactQuoted)
+	if !printable.MatchString(fe.Problem) || len(fe.Problem) > 200 {
 		fe.Problem = "not a valid YAML tenants file"
+	}
+	if !fieldPathPattern.MatchString(fe.Field) {
+		fe.Field = ""
 	}
 	return fe
 }
 
 var (
-	fieldName      = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
-	quotedNonNames = regexp.MustCompile(`"[^"]*"|'[^']*'`)
-	printable      = regexp.MustCompile(`^[ -~…]*$`)
+	fieldName        = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	fieldPathPattern = regexp.MustCompile(`^([a-z][a-z0-9_]{0,63}(\[[0-9]+\])*(\.|$))*$`)
+	quotedWords      = regexp.MustCompile(`"[^"]*"|'[^']*'`)
+	printable        = regexp.MustCompile(`^[ -~…]*$`)
 )
 
 // redactQuoted keeps a quoted word that looks like a field name, or a
@@ -224,11 +200,6 @@ func (v *validator) duration(path string, d *Duration) {
 }
 
 func (v *validator) validate(tf *TenantsFile) error {
-	if len(tf.Tenants) == 0 {
-		// A file that lists nobody (tenants: [], an empty file) is a
-		// mistake, not a way to refuse every request: say so at start.
-		v.fail("tenants", "tenants", "no tenants: list at least one (without a tenants file every request is refused anyway)")
-	}
 	ids := map[string]int{}
 	hashes := map[string]string{}
 	for i, t := range tf.Tenants {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -117,21 +118,75 @@ func TestParseTenantsErrors(t *testing.T) {
 	}
 }
 
-// TestParseTenantsRefusesNoTenants: a tenants file that lists nobody is a
-// start-up error, not a gateway that silently refuses every request.
-func TestParseTenantsRefusesNoTenants(t *testing.T) {
-	for _, give := range []string{"tenants: []\n", "", "# only a comment\n", "tenants:\n"} {
-		_, err := ParseTenants("t.yaml", []byte(give))
-		if err == nil || !strings.Contains(err.Error(), "no tenants") || !strings.Contains(err.Error(), "t.yaml") {
-			t.Errorf("ParseTenants(%q) error = %v; want it to say the file has no tenants", give, err)
+// TestParseTenantsDecodeErrors: every kind of mistake the YAML decoder
+// catches names the file, the line and the field's path in the file, in
+// words an operator reads, never a Go struct.
+func TestParseTenantsDecodeErrors(t *testing.T) {
+	const key = "    keys: [{sha256: \"" + hashA + "\"}]\n"
+	tests := []struct {
+		name string
+		give string
+		want string // the whole error
+	}{
+		{"empty file", "", "tenants file t.yaml: the file is empty; want a tenants: list (see the README's Tenants file)"},
+		{"only comments", "# nothing yet\n\n", "tenants file t.yaml: the file is empty; want a tenants: list (see the README's Tenants file)"},
+		{"string for int", "tenants:\n  - id: acme\n" + key + "    requests_per_minute: lots\n",
+			`tenants file t.yaml:4: tenants[0].requests_per_minute: want a whole number, got "lots"`},
+		{"fraction for int", "tenants:\n  - id: acme\n" + key + "    max_leaders: 2.5\n",
+			"tenants file t.yaml:4: tenants[0].max_leaders: want a whole number, got 2.5"},
+		{"string for bool", "tenants:\n  - id: acme\n" + key + "    cache: maybe\n",
+			`tenants file t.yaml:4: tenants[0].cache: want true or false, got "maybe"`},
+		{"list for string", "tenants:\n  - id: [a, b]\n" + key,
+			"tenants file t.yaml:2: tenants[0].id: want a string, got a list"},
+		{"string for list", "tenants:\n  - id: acme\n" + key + "    models: gpt-4o\n",
+			"tenants file t.yaml:4: tenants[0].models: want a list, got a string"},
+		{"mapping for list", "tenants:\n  - id: acme\n    keys: {sha256: \"" + hashA + "\"}\n",
+			"tenants file t.yaml:3: tenants[0].keys: want a list, got a mapping (key: value)"},
+		{"number for list in JSON", `{"tenants": [{"id": "acme", "keys": 3}]}`,
+			"tenants file t.yaml:1: tenants[0].keys: want a list, got a whole number"},
+		{"tenants not a list", "tenants: acme\n", "tenants file t.yaml:1: tenants: want a list, got a string"},
+		{"unknown field", "tenants:\n  - id: acme\n" + key + "    colour: blue\n",
+			`tenants file t.yaml:4: tenants[0].colour: unknown field "colour" (a typo? see the README for the fields)`},
+		{"unknown key field", "tenants:\n  - id: acme\n    keys:\n      - sha: abc\n",
+			`tenants file t.yaml:4: tenants[0].keys[0].sha: unknown field "sha" (a typo? see the README for the fields)`},
+		{"second document", "tenants:\n  - id: acme\n" + key + "---\ntenants: []\n",
+			"tenants file t.yaml:5: more than one YAML document (---); put everything in one"},
+		{"bad indentation", "tenants:\n  - id: acme\n   keys: x\n", "tenants file t.yaml:3: YAML syntax: value is not allowed in this context"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseTenants("t.yaml", []byte(tt.give))
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("ParseTenants error\n got %v\nwant %s", err, tt.want)
+			}
+			var fe *FileError
+			if !errors.As(err, &fe) {
+				t.Errorf("error %T is not a *FileError", err)
+			}
+		})
+	}
+}
+
+func TestParseTenantsEmptyList(t *testing.T) {
+	for _, give := range []string{"tenants: []\n", "tenants:\n"} {
+		tf, err := ParseTenants("t.yaml", []byte(give))
+		if err != nil || len(tf.Tenants) != 0 {
+			t.Errorf("ParseTenants(%q) = %v, %v; want no tenants and no error", give, tf, err)
 		}
+	}
+}
+
+func TestLoadTenantsMissingFile(t *testing.T) {
+	_, err := LoadTenants(t.TempDir() + "/nope.yaml")
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Errorf("LoadTenants(missing) error = %v; want it to name the file", err)
 	}
 }
 
 // TestParseTenantsDoesNotEchoGarbage: a file that is not a tenants file
 // (a key pasted in, a binary, the wrong path) is refused with its name and
 // line, never with its bytes, and a bad value is quoted only in part: the
-// error reaches logs and admin answers.
+// error reaches logs and admin answers (issue 13, fault 8).
 func TestParseTenantsDoesNotEchoGarbage(t *testing.T) {
 	tests := []struct {
 		name string
@@ -163,12 +218,5 @@ func TestParseTenantsDoesNotEchoGarbage(t *testing.T) {
 				t.Errorf("error %q does not name the file", msg)
 			}
 		})
-	}
-}
-
-func TestLoadTenantsMissingFile(t *testing.T) {
-	_, err := LoadTenants(t.TempDir() + "/nope.yaml")
-	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
-		t.Errorf("LoadTenants(missing) error = %v; want it to name the file", err)
 	}
 }

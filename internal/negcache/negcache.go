@@ -10,6 +10,8 @@
 // answer, and a positive entry always wins over a negative one.
 package negcache
 
+import "encoding/json"
+
 // Class is what Corral does with an upstream outcome.
 type Class uint8
 
@@ -77,4 +79,34 @@ func Classify(status int) Class {
 		return c
 	}
 	return Transient
+}
+
+// ClassifyResponse is Classify with the body in view, for the one status
+// whose meaning depends on it: a 404 is Deterministic only when the
+// upstream says the model is unknown (error code "model_not_found"). Any
+// other 404 is the URL's fault, not the request's: a base URL without its
+// /v1, a proxy that lost a route. Remembering that would answer a fixed
+// configuration with the old error for a whole negative TTL, so it is
+// Transient.
+func ClassifyResponse(status int, body []byte) Class {
+	c := Classify(status)
+	if status == 404 && c == Deterministic && errorCode(body) != "model_not_found" {
+		return Transient
+	}
+	return c
+}
+
+// errorCode reads error.code from an OpenAI-shaped error body ("" when
+// absent, null or not a string).
+func errorCode(body []byte) string {
+	var e struct {
+		Error struct {
+			Code any `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	code, _ := e.Error.Code.(string)
+	return code
 }

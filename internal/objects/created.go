@@ -24,6 +24,8 @@ var kinds = map[string]string{
 	"container":       "container",
 	"eval":            "eval",
 	"video":           "video",
+	"chatkit.session": "chatkit_session",
+	"chatkit.thread":  "chatkit_thread",
 }
 
 // answer is the part of an upstream object Created reads.
@@ -39,6 +41,8 @@ type answer struct {
 	OutputFileID string   `json:"output_file_id"`
 	ErrorFileID  string   `json:"error_file_id"`
 	ResultFiles  []string `json:"result_files"`
+	// A fine-tuning job that succeeded names the model it made.
+	FineTunedModel string `json:"fine_tuned_model"`
 	// A thread run made with POST /threads/runs carries its new thread.
 	ThreadID string `json:"thread_id"`
 	// A response's output items can be referenced later (item_reference),
@@ -58,6 +62,22 @@ type answer struct {
 func Created(body []byte, create bool) []Ref {
 	var a answer
 	if json.Unmarshal(body, &a) != nil {
+		return nil
+	}
+	return a.refs(create)
+}
+
+// CreatedAs is Created for an answer on a path of one kind of object: an
+// answer that is not that kind's object (a thread run on /threads) yields
+// nothing. Content a tenant stored (a file's bytes, a container file
+// served as JSON) can look like any answer; only the answer a path
+// returns describes objects the upstream made.
+func CreatedAs(body []byte, create bool, kind string) []Ref {
+	var a answer
+	if json.Unmarshal(body, &a) != nil {
+		return nil
+	}
+	if kinds[a.Object] != kind && !(a.Object == "thread.run" && kind == "thread") {
 		return nil
 	}
 	return a.refs(create)
@@ -91,6 +111,9 @@ func (a *answer) refs(create bool) []Ref {
 	case "fine_tuning.job":
 		for _, f := range a.ResultFiles {
 			add(f, "file")
+		}
+		if IsFineTuned(a.FineTunedModel) {
+			add(a.FineTunedModel, "model")
 		}
 	case "response":
 		if create {

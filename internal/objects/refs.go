@@ -10,6 +10,8 @@ import (
 	"mime/multipart"
 	"net/url"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // refFields are the body fields (lower case) whose values name stored
@@ -53,12 +55,34 @@ type Body struct {
 	IDs []string
 	// Store is the top-level "store" field of a JSON body.
 	Store StoreFlag
+	// Query is set when the body asks the upstream to select stored
+	// objects by a filter rather than by id (an eval's data source over
+	// stored completions or responses): the type it names. Such a query
+	// runs over every tenant's objects in the shared upstream account.
+	Query string
+}
+
+// querySources are the object types, by the key they are the value of,
+// that make an upstream read stored objects by filter: an eval run's
+// "source" of stored completions or stored responses, and an eval's
+// "data_source_config" over them.
+var querySources = map[string]map[string]bool{
+	"source":             {"stored_completions": true, "responses": true},
+	"data_source_config": {"stored_completions": true, "logs": true},
 }
 
 // ErrBody is returned for a body that cannot be read for references: it
 // is refused with a 400, never forwarded, so an upstream with a more
 // lenient parser cannot read an id Corral did not see.
 var ErrBody = errors.New("objects: unreadable request body")
+
+// MaxRefs bounds the references one body may name (no API takes more
+// than a few thousand ids); past it Refs returns ErrTooMany at once
+// rather than hold and look up a million ids.
+const MaxRefs = 10_000
+
+// ErrTooMany is returned for a body naming more than MaxRefs references.
+var ErrTooMany = errors.New("objects: too many object references")
 
 // maxDepth bounds JSON nesting (encoding/json's own limit is 10,000).
 const maxDepth = 512
@@ -73,37 +97,68 @@ func Refs(contentType string, body []byte) (Body, error) {
 	if len(body) == 0 {
 		return Body{}, nil
 	}
-	mt, params, _ := mime.ParseMediaType(contentType)
+	// A Content-Type Corral cannot parse (a duplicated boundary or
+	// charset) may still be read by the upstream, one way or another.
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil && strings.TrimSpace(contentType) != "" {
+		return Body{}, fmt.Errorf("%w: Content-Type: %v", ErrBody, err)
+	}
+	var out Body
+	// A body that looks like JSON is walked whatever its Content-Type
+	// says: many upstreams decode JSON without looking at it.
+	trimmed := bytes.TrimLeft(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")), " \t\r\n")
+	looksJSON := len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[')
+	if looksJSON && mayRefer(trimmed) {
+		if out, err = jsonRefs(trimmed); err != nil {
+			return Body{}, err
+		}
+	}
 	switch mt {
 	case "multipart/form-data":
-		return multipartRefs(body, params["boundary"])
+		mp, err := multipartRefs(body, params["boundary"])
+		if err != nil {
+			return Body{}, err
+		}
+		if out.IDs = append(out.IDs, mp.IDs...); len(out.IDs) > MaxRefs {
+			return Body{}, ErrTooMany
+		}
+		return out, nil
 	case "application/x-www-form-urlencoded":
 		v, err := url.ParseQuery(string(body))
 		if err != nil {
 			return Body{}, fmt.Errorf("%w: %v", ErrBody, err)
 		}
-		return Body{IDs: QueryRefs(v)}, nil
-	}
-	trimmed := bytes.TrimLeft(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")), " \t\r\n")
-	if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
-		if !mayRefer(trimmed) {
-			return Body{}, nil
+		if out.IDs = append(out.IDs, QueryRefs(v)...); len(out.IDs) > MaxRefs {
+			return Body{}, ErrTooMany
 		}
-		return jsonRefs(trimmed)
+		return out, nil
 	}
-	if bytes.IndexByte(body, 0) >= 0 {
+	if !looksJSON && bytes.IndexByte(body, 0) >= 0 {
 		return Body{}, fmt.Errorf("%w: not UTF-8", ErrBody)
 	}
-	return Body{}, nil
+	return out, nil
 }
 
-// QueryRefs returns the ids named by form or query fields whose name (its
-// last bracketed part, so tool_resources[file_ids][] counts) is a
-// reference field.
+// IsFineTuned reports whether model names a fine-tuned model ("ft:..."),
+// which belongs to the tenant whose fine-tuning job made it.
+func IsFineTuned(model string) bool { return strings.HasPrefix(model, "ft:") }
+
+// QueryRefs returns the ids named by form or query fields any of whose
+// bracketed parts (so tool_resources[file_ids][], file_ids[0] and
+// conversation[id] count) is a reference field; a metadata[...] field is
+// the caller's own string.
 func QueryRefs(v url.Values) []string {
 	var ids []string
 	for name, vals := range v {
-		if !refFields[formField(name)] {
+		if foldKey(name) == "model" {
+			for _, s := range vals {
+				if IsFineTuned(s) {
+					ids = append(ids, s)
+				}
+			}
+			continue
+		}
+		if !isRefField(name) {
 			continue
 		}
 		for _, s := range vals {
@@ -115,13 +170,48 @@ func QueryRefs(v url.Values) []string {
 	return ids
 }
 
-// formField is the last non-empty part of a bracketed form name, lower case.
-func formField(name string) string {
-	parts := strings.FieldsFunc(name, func(r rune) bool { return r == '[' || r == ']' })
-	if len(parts) == 0 {
-		return ""
+// isRefField reports whether a form field name names objects: some
+// bracketed part of it, folded as keys are, is a reference field, and it
+// is not below metadata.
+func isRefField(name string) bool {
+	parts := strings.FieldsFunc(name, func(r rune) bool { return r == '[' || r == ']' || r == '.' })
+	for i, p := range parts {
+		p = foldKey(p)
+		if i == 0 && p == "metadata" {
+			return false
+		}
+		if refFields[p] {
+			return true
+		}
 	}
-	return strings.ToLower(parts[len(parts)-1])
+	return false
+}
+
+// foldKey lower-cases a JSON key or form name the way a case-insensitive
+// decoder compares it: encoding/json folds each rune as
+// ToUpper(ToLower(r)), so 'ſ' (U+017F) matches 's', 'K' (U+212A) 'k', and
+// 'ı', 'İ' match 'i'. Those runes become their ASCII letter here.
+func foldKey(k string) string {
+	ascii := true
+	for i := 0; i < len(k); i++ {
+		if k[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return strings.ToLower(k)
+	}
+	var b strings.Builder
+	for _, r := range k {
+		if u := unicode.ToUpper(unicode.ToLower(r)); u < utf8.RuneSelf {
+			r = unicode.ToLower(u)
+		} else {
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func multipartRefs(body []byte, boundary string) (Body, error) {
@@ -138,15 +228,23 @@ func multipartRefs(body []byte, boundary string) (Body, error) {
 		if err != nil {
 			return Body{}, fmt.Errorf("%w: %v", ErrBody, err)
 		}
-		if p.FileName() != "" || !refFields[formField(p.FormName())] {
+		// A part that names a reference field is read even when it
+		// says it is a file: some parsers take it as a plain field.
+		model := foldKey(p.FormName()) == "model"
+		if !model && !isRefField(p.FormName()) {
 			continue
 		}
-		v, err := io.ReadAll(p)
+		v, err := io.ReadAll(p) // bounded by the buffered body
 		if err != nil {
 			return Body{}, fmt.Errorf("%w: %v", ErrBody, err)
 		}
+		if model && !IsFineTuned(string(v)) {
+			continue
+		}
 		if len(v) > 0 {
-			out.IDs = append(out.IDs, string(v))
+			if out.IDs = append(out.IDs, string(v)); len(out.IDs) > MaxRefs {
+				return Body{}, ErrTooMany
+			}
 		}
 	}
 }
@@ -161,7 +259,7 @@ func mayRefer(b []byte) bool {
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
 		case '_':
-			if hasFold(b[i:], `_id"`) || hasFold(b[i:], `_ids"`) || hasFold(b[i:], `_file"`) {
+			if hasFold(b[i:], `_id"`) || hasFold(b[i:], `_ids"`) || hasFold(b[i:], `_file"`) || hasFold(b[i:], `_config"`) {
 				return true
 			}
 		case 'c', 'C':
@@ -169,15 +267,24 @@ func mayRefer(b []byte) bool {
 				return true
 			}
 		case 's', 'S':
-			if hasFold(b[i:], `store"`) {
+			if hasFold(b[i:], `store"`) || hasFold(b[i:], `source"`) {
 				return true
 			}
 		case 'i', 'I':
 			if hasFold(b[i:], `item_reference"`) {
 				return true
 			}
+		case '"':
+			if hasFold(b[i:], `"ft:`) {
+				return true
+			}
 		case '\\':
 			if i+1 < len(b) && (b[i+1] == 'u' || b[i+1] == 'U') {
+				return true
+			}
+		case 0xC4, 0xC5, 0xE2:
+			// İ ı ſ K fold to ASCII letters in a case-insensitive decoder.
+			if hasFold(b[i:], "\xc4\xb0") || hasFold(b[i:], "\xc4\xb1") || hasFold(b[i:], "\xc5\xbf") || hasFold(b[i:], "\xe2\x84\xaa") {
 				return true
 			}
 		}
@@ -210,6 +317,7 @@ type frame struct {
 	field string // the reference field this container is the value of ("" when none)
 	typ   string // objects: their "type" member
 	id    string // objects: their "id" member
+	under string // the key this container is the value of (folded)
 }
 
 // jsonRefs walks a JSON body with encoding/json's tokenizer, which is
@@ -249,11 +357,16 @@ func jsonRefs(b []byte) (Body, error) {
 					skip--
 					continue
 				}
-				out.IDs = closeObject(out.IDs, top)
+				if out.IDs = closeObject(out.IDs, top); len(out.IDs) > MaxRefs {
+					return Body{}, ErrTooMany
+				}
+				if querySources[top.under][top.typ] {
+					out.Query = top.typ
+				}
 				continue
 			}
 			k, _ := tok.(string)
-			top.key = "\x00" + strings.ToLower(k) // non-empty even for ""
+			top.key = "\x00" + foldKey(k) // non-empty even for ""
 			continue
 		}
 		key := ""
@@ -296,7 +409,7 @@ func jsonRefs(b []byte) (Body, error) {
 					stack = append(stack, frame{array: v == '['})
 					continue
 				}
-				stack = append(stack, frame{array: v == '[', field: field})
+				stack = append(stack, frame{array: v == '[', field: field, under: key})
 			case ']':
 				stack = stack[:len(stack)-1]
 			}
@@ -310,10 +423,15 @@ func jsonRefs(b []byte) (Body, error) {
 				}
 			}
 			if field != "" && v != "" {
-				out.IDs = append(out.IDs, v)
+				if out.IDs = append(out.IDs, v); len(out.IDs) > MaxRefs {
+					return Body{}, ErrTooMany
+				}
 			}
 			if len(stack) == 1 && key == "store" {
 				out.Store = StoreTrue // a string "false" is not false
+			}
+			if len(stack) == 1 && key == "model" && IsFineTuned(v) {
+				out.IDs = append(out.IDs, v) // a fine-tuned model is its job owner's
 			}
 		case bool:
 			if len(stack) == 1 && key == "store" && (v || out.Store == StoreTrue) {
@@ -333,9 +451,10 @@ func jsonRefs(b []byte) (Body, error) {
 
 // closeObject adds the ids an object names as a whole: the "id" of an
 // object that is a reference field's value ("conversation": {"id": ...}),
-// and of an item_reference input item.
+// of an item_reference input item, and of a file_id source (an eval run's
+// data source: {"type": "file_id", "id": "file-..."}).
 func closeObject(ids []string, f *frame) []string {
-	if f.id != "" && (f.field != "" || f.typ == "item_reference") {
+	if f.id != "" && (f.field != "" || f.typ == "item_reference" || f.typ == "file_id") {
 		ids = append(ids, f.id)
 	}
 	return ids

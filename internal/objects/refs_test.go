@@ -42,6 +42,9 @@ func TestRefs(t *testing.T) {
 		{"form", "application/x-www-form-urlencoded", `previous_response_id=resp_f&tool_resources[code_interpreter][file_ids][]=f7`, []string{"resp_f", "f7"}, StoreAbsent},
 		{"multipart field", "multipart/form-data; boundary=XX", "--XX\r\nContent-Disposition: form-data; name=\"file_id\"\r\n\r\nfile-m\r\n--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.jsonl\"\r\n\r\n{\"file_id\":\"inside-a-file\"}\r\n--XX--\r\n", []string{"file-m"}, StoreAbsent},
 		{"binary", "application/octet-stream", "\x01\x02hello", nil, StoreAbsent},
+		{"fine-tuned model", "application/json", `{"model":"ft:gpt-4o-mini:o::x","input":"hi"}`, []string{"ft:gpt-4o-mini:o::x"}, StoreAbsent},
+		{"base model", "application/json", `{"model":"gpt-4o-mini","input":"hi"}`, nil, StoreAbsent},
+		{"fine-tuned model in a form", "application/x-www-form-urlencoded", `model=ft:whisper:o::y`, []string{"ft:whisper:o::y"}, StoreAbsent},
 	}
 	for _, tt := range tests {
 		got, err := Refs(tt.ct, []byte(tt.give))
@@ -131,11 +134,11 @@ func decodedRefs(v any, field string, inArray bool) []string {
 			out = append(out, decodedRefs(e, field, true)...)
 		}
 	case map[string]any:
-		if id, ok := x["id"].(string); ok && id != "" && (field != "" || x["type"] == "item_reference") {
+		if id, ok := x["id"].(string); ok && id != "" && (field != "" || x["type"] == "item_reference" || x["type"] == "file_id") {
 			out = append(out, id)
 		}
 		for k, e := range x {
-			lk := strings.ToLower(k)
+			lk := foldKey(k) // as case-insensitive decoders compare keys
 			if lk == "metadata" {
 				continue
 			}

@@ -107,6 +107,7 @@ func TestCreated(t *testing.T) {
 		{"response items", `{"id":"resp_1","object":"response","output":[{"id":"msg_1","type":"message"},{"id":"ci_1","type":"code_interpreter_call","container_id":"cntr_1"}]}`, true,
 			[]Ref{{"resp_1", "response"}, {"msg_1", "item"}, {"ci_1", "item"}, {"cntr_1", "container"}}},
 		{"job results", `{"id":"ftjob-1","object":"fine_tuning.job","result_files":["file-r"]}`, false, []Ref{{"file-r", "file"}}},
+		{"job's model", `{"id":"ftjob-1","object":"fine_tuning.job","fine_tuned_model":"ft:gpt-4o-mini:o::x"}`, false, []Ref{{"ft:gpt-4o-mini:o::x", "model"}}},
 		{"other object", `{"id":"x","object":"list"}`, true, nil},
 		{"not JSON", `data: {}`, true, nil},
 	}

@@ -47,6 +47,12 @@ type collection struct {
 // so /chat/completions wins over a shorter prefix.
 var collections = []collection{
 	{path: "/fine_tuning/jobs", kind: "fine_tuning_job"},
+	// ChatKit threads are made by the ChatKit front end at the upstream,
+	// never through Corral, so they are nobody's until an operator
+	// assigns them: listing or reading them through the shared key would
+	// show every tenant's conversations.
+	{path: "/chatkit/sessions", kind: "chatkit_session"},
+	{path: "/chatkit/threads", kind: "chatkit_thread"},
 	{path: "/chat/completions", kind: "chat_completion"},
 	{path: "/vector_stores", kind: "vector_store"},
 	{path: "/conversations", kind: "conversation"},
@@ -59,6 +65,9 @@ var collections = []collection{
 	{path: "/videos", kind: "video"},
 	{path: "/files", kind: "file"},
 	{path: "/evals", kind: "eval"},
+	// Fine-tuned models ("ft:...") are their job owner's; other models
+	// are everyone's (Route answers None for them).
+	{path: "/models", kind: "model"},
 }
 
 // Route classifies a request by its method and its path below /v1 (as the
@@ -92,6 +101,9 @@ func Route(method, path string) Access {
 				op = Action
 			}
 			return Access{Op: op, Kind: c.kind} // e.g. POST /threads/runs makes a thread
+		}
+		if c.kind == "model" && !IsFineTuned(seg) {
+			return Access{Op: None}
 		}
 		return Access{Op: Object, Kind: c.kind, ID: seg, Delete: method == "DELETE" && tail == ""}
 	}

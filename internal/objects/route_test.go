@@ -35,9 +35,15 @@ func TestRoute(t *testing.T) {
 		{"GET", "/FILES/file-abc", Access{Op: Object, Kind: "file", ID: "file-abc"}},
 		{"GET", "/Chat/Completions/X-1", Access{Op: Object, Kind: "chat_completion", ID: "X-1"}},
 		{"GET", "/files/file-abc;x=1", Access{Op: Object, Kind: "file", ID: "file-abc;x=1"}},
+		{"GET", "/chatkit/threads", Access{Op: List, Kind: "chatkit_thread"}},
+		{"GET", "/chatkit/threads/cthr_1/items", Access{Op: Object, Kind: "chatkit_thread", ID: "cthr_1"}},
+		{"POST", "/chatkit/sessions", Access{Op: Create, Kind: "chatkit_session"}},
+		{"POST", "/chatkit/sessions/cksess_1/cancel", Access{Op: Object, Kind: "chatkit_session", ID: "cksess_1"}},
+		{"DELETE", "/models/ft:gpt-4o-mini:org::abc", Access{Op: Object, Kind: "model", ID: "ft:gpt-4o-mini:org::abc", Delete: true}},
+		{"GET", "/models", Access{Op: List, Kind: "model"}},
+		{"GET", "/models/gpt-4o-mini", Access{Op: None}},
 		// Not object paths: a prefix that is not a whole segment, other APIs.
 		{"GET", "/filesystem", Access{Op: None}},
-		{"GET", "/models", Access{Op: None}},
 		{"POST", "/embeddings", Access{Op: None}},
 		{"POST", "/chat/completions/", Access{Op: Create, Kind: "chat_completion"}},
 	}

@@ -63,7 +63,7 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 		}
 		var stored *recorder // records this tenant's stored completion, when it asked for one
 		if creates {
-			stored = s.newRecorder(r.Context(), t, true)
+			stored = s.newRecorder(r.Context(), t, true, "chat_completion")
 		}
 
 		estimate := tokenEstimate(endpoint, req.PromptBytes, req.MaxTokens, req.N)

@@ -262,7 +262,7 @@ func (s *Server) callUpstream(ctx context.Context, p *flightParams, st *flightSt
 	st.res.entry = e
 	// Storing is detached from cancellation: the answer is whole and paid for.
 	sctx := context.WithoutCancel(ctx)
-	switch class := negcache.Classify(resp.StatusCode); {
+	switch class := negcache.ClassifyResponse(resp.StatusCode, body); {
 	case !json.Valid(body):
 		// Not an OpenAI answer (an HTML error page, an event stream sent
 		// as the wrong type): passed through, never stored.

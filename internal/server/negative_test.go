@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +197,30 @@ func TestOwnValidationErrorsLeaveNothing(t *testing.T) {
 	}
 	if keys := tenantKeys(t, rs, "acme"); len(keys) != 0 || h.mock.Stats().Requests != 0 {
 		t.Errorf("after rejected requests Redis holds %v and upstream saw %d; want nothing", keys, h.mock.Stats().Requests)
+	}
+}
+
+// TestUnknownURL404IsNotRemembered: a 404 that is the URL's fault (a base
+// URL without /v1) is passed through and never stored negatively, so
+// fixing the configuration takes effect at once; a 404 model_not_found
+// still is (TestNegativeCacheAcrossInstances).
+func TestUnknownURL404IsNotRemembered(t *testing.T) {
+	h := newHarness(t, func(o *harnessOptions) {
+		o.wrapUpstream = func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				r.URL.Path = strings.TrimPrefix(r.URL.Path, "/v1") // as if CORRAL_UPSTREAM_URL lacked it
+				next.ServeHTTP(w, r)
+			})
+		}
+	})
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"wrong url"}]}`
+	for i := range 3 {
+		a := send(context.Background(), h.gw.URL, acmeKey, body)
+		if a.status != 404 || !strings.Contains(a.body, "unknown_url") || a.header.Get("X-Corral-Cache") != cacheMiss {
+			t.Errorf("request %d: %d %s %s; want the upstream's 404 passed through as a MISS", i, a.status, a.header.Get("X-Corral-Cache"), a.body)
+		}
+	}
+	if n := h.mock.Stats().Requests; n != 3 {
+		t.Errorf("upstream calls = %d; want 3 (nothing remembered)", n)
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -28,8 +30,14 @@ const defaultUpstream = "default"
 const maxObjectAnswer = 32 << 20
 
 // maxListPages bounds the upstream pages one filtered list request reads
-// while it fills the caller's page with the caller's own objects.
-const maxListPages = 10
+// while it fills the caller's page with the caller's own objects; after the
+// first, pages are read listPageSize at a time, so one request scans up to
+// about 5,000 objects of other tenants before it answers a short page.
+const maxListPages = 50
+
+// listPageSize is the limit of the upstream pages a filtered list reads
+// after the first (100 is the largest every OpenAI list accepts).
+const listPageSize = 100
 
 func errNoSuchObject(id string) *apiError {
 	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
@@ -49,14 +57,60 @@ var (
 // query string. A body that cannot be read for them is refused: an
 // upstream with a more lenient parser could read an id Corral did not.
 func objectRefs(r *http.Request, body []byte) (objects.Body, *apiError) {
+	if len(body) > 0 && len(r.Header.Values("Content-Type")) > 1 {
+		// Corral reads the first; an upstream may read the last.
+		return objects.Body{}, errInvalidRequest("Send one Content-Type header.", "")
+	}
 	found, err := objects.Refs(r.Header.Get("Content-Type"), body)
+	if errors.Is(err, objects.ErrTooMany) {
+		return objects.Body{}, errTooManyIDs
+	}
 	if err != nil {
 		return objects.Body{}, errInvalidRequest("The request body could not be read: send UTF-8 JSON, a form or multipart/form-data.", "")
 	}
-	if r.URL.RawQuery != "" {
-		found.IDs = append(found.IDs, objects.QueryRefs(r.URL.Query())...)
+	ids, aerr := queryRefs(r)
+	if aerr != nil {
+		return objects.Body{}, aerr
+	}
+	found.IDs = append(found.IDs, ids...)
+	if found.Query != "" {
+		return objects.Body{}, errStoredQuery(found.Query)
 	}
 	return found, nil
+}
+
+// queryRefs returns the ids a query string names. A query Go cannot
+// parse whole (a ';' separator, which some upstreams split on) is refused
+// rather than checked in part. On a list, the cursors (after, before)
+// must be the caller's own ids too: another tenant's id as a cursor would
+// tell whether it exists and where it sits.
+func queryRefs(r *http.Request) ([]string, *apiError) {
+	if r.URL.RawQuery == "" {
+		return nil, nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, errInvalidRequest("The query string could not be read: separate parameters with '&' only.", "")
+	}
+	ids := objects.QueryRefs(q)
+	if rel, ok := proxyPath(r); ok && objects.Route(r.Method, rel).Op == objects.List {
+		for _, k := range []string{"after", "before"} {
+			for _, v := range q[k] {
+				if v != "" {
+					ids = append(ids, v)
+				}
+			}
+		}
+	}
+	return ids, nil
+}
+
+// errStoredQuery refuses a request that would have the upstream select
+// stored objects by filter (an eval over stored completions or
+// responses): in the shared account that reads every tenant's.
+func errStoredQuery(typ string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: "unsupported_data_source",
+		Message: "Data sources of type " + jsonQuote(typ) + " select stored objects across the shared upstream account and are not available through this gateway; name files by id instead."}
 }
 
 // guardObjects applies the tenant's stored-object policy to one request
@@ -69,11 +123,19 @@ func (s *Server) guardObjects(ctx context.Context, t *tenant.Tenant, acc objects
 	if acc.Op == objects.Object {
 		ids = append([]string{acc.ID}, ids...)
 	}
-	if t.DenyObjects && (creates || acc.Op == objects.List || acc.Op == objects.Object || len(ids) > 0) {
+	listsObjects := acc.Op == objects.List && acc.Kind != "model" // the model list is everyone's (fine-tuned ones are filtered out)
+	if t.DenyObjects && (creates || listsObjects || acc.Op == objects.Object || len(ids) > 0) {
 		return nil, errStoredObjectsDisabled
 	}
 	if len(ids) == 0 {
 		return nil, nil
+	}
+	// Each distinct id is one store lookup (a pipelined Redis GET): one
+	// body could name a million. Duplicates are looked up once, and no API
+	// takes more than maxNamedIDs in one request.
+	ids = distinct(ids)
+	if len(ids) > maxNamedIDs {
+		return nil, errTooManyIDs
 	}
 	owners, err := s.objects.Lookup(ctx, ids)
 	for i, o := range owners {
@@ -90,6 +152,31 @@ func (s *Server) guardObjects(ctx context.Context, t *tenant.Tenant, acc objects
 		return owners[0], nil
 	}
 	return nil, nil
+}
+
+// maxNamedIDs bounds the distinct object ids one request may name.
+const maxNamedIDs = objects.MaxRefs
+
+var errTooManyIDs = errInvalidRequest("The request names more than "+strconv.Itoa(maxNamedIDs)+" object ids.", "")
+
+// distinct returns ids without repeats, in first-seen order (the path's
+// id stays first).
+func distinct(ids []string) []string {
+	if len(ids) < 2 {
+		return ids
+	}
+	seen := make(map[string]bool, min(len(ids), maxNamedIDs+1))
+	out := ids[:0:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+			if len(out) > maxNamedIDs {
+				break
+			}
+		}
+	}
+	return out
 }
 
 // createsObject reports whether a request makes a stored object: a
@@ -127,11 +214,13 @@ type recorder struct {
 	ctx    context.Context // detached: a client that hangs up does not lose a record
 	tenant string
 	create bool
+	kind   string // the kind of object the path's answers are
 	seen   map[string]bool
 }
 
-func (s *Server) newRecorder(ctx context.Context, t *tenant.Tenant, create bool) *recorder {
-	return &recorder{s: s, ctx: context.WithoutCancel(ctx), tenant: t.ID, create: create}
+// newRecorder records for t what answers of kind (the path's) created.
+func (s *Server) newRecorder(ctx context.Context, t *tenant.Tenant, create bool, kind string) *recorder {
+	return &recorder{s: s, ctx: context.WithoutCancel(ctx), tenant: t.ID, create: create, kind: kind}
 }
 
 // entry records the stored completion a cached or coalesced answer names;
@@ -144,7 +233,7 @@ func (rc *recorder) entry(e *cache.Entry) {
 
 // answer records what a JSON answer created.
 func (rc *recorder) answer(body []byte) {
-	rc.add(objects.Created(body, rc.create))
+	rc.add(objects.CreatedAs(body, rc.create, rc.kind))
 }
 
 func (rc *recorder) add(refs []objects.Ref) {
@@ -177,7 +266,7 @@ func (rc *recorder) event(data []byte) {
 		if json.Unmarshal(data, &ev) == nil && len(ev.Response) > 0 {
 			rc.answer(ev.Response)
 		}
-	case bytes.Contains(data, []byte(`"chat.completion.chunk"`)) && rc.create:
+	case bytes.Contains(data, []byte(`"chat.completion.chunk"`)) && rc.create && rc.kind == "chat_completion":
 		var ch struct {
 			ID     string `json:"id"`
 			Object string `json:"object"`
@@ -198,7 +287,11 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 	defer finish()
 	rec := recordFrom(r.Context())
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
-	rc := s.newRecorder(r.Context(), t, creates)
+	kind := acc.Kind
+	if kind == "" {
+		kind = "chat_completion" // the model calls: only a stored chat completion is recorded
+	}
+	rc := s.newRecorder(r.Context(), t, creates, kind)
 	if ok && acc.Delete {
 		if err := s.objects.Remove(context.WithoutCancel(r.Context()), acc.ID); err != nil {
 			rec.err = err.Error() // the object is gone upstream; a stale record only names nothing
@@ -236,8 +329,9 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 // forwardList answers a list of a collection with only the caller's
 // objects. It reads upstream pages (following after=<last id>) until the
 // caller's page is full, the upstream has no more, or maxListPages were
-// read; first_id, last_id and has_more describe what is returned.
-func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, req upstream.Request) {
+// read (the first with the caller's limit, the rest listPageSize at a
+// time); first_id, last_id and has_more describe what is returned.
+func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, req upstream.Request, kind string) {
 	rec := recordFrom(r.Context())
 	q := r.URL.Query()
 	limit, _ := strconv.Atoi(q.Get("limit"))
@@ -299,7 +393,10 @@ func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.T
 			return
 		}
 		for i, o := range owners {
-			if o != nil && o.Tenant == t.ID {
+			// In the model list only fine-tuned models are anyone's own;
+			// the upstream's base models are every tenant's.
+			shared := kind == "model" && !objects.IsFineTuned(p.IDs[i])
+			if shared || (o != nil && o.Tenant == t.ID) {
 				items, ids = append(items, p.Items[i]), append(ids, p.IDs[i])
 			}
 		}
@@ -308,6 +405,7 @@ func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.T
 			break
 		}
 		q.Set("after", p.IDs[len(p.IDs)-1])
+		q.Set("limit", strconv.Itoa(max(limit, listPageSize)))
 		req.RawQuery = q.Encode()
 		if page == pagesNeeded-1 {
 			hasMore = true

@@ -19,14 +19,24 @@ import (
 // tenant does not own is refused before it is forwarded, creates are
 // recorded, and lists are filtered.
 func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodTrace || r.Method == http.MethodConnect {
+		// A TRACE answer echoes the request as the upstream got it,
+		// Corral's upstream key included.
+		writeError(w, errMethodNotAllowed)
+		return
+	}
 	rel, ok := proxyPath(r)
 	if !ok {
 		writeError(w, errInvalidRequest("The path must not contain '..', '//' or encoded slashes and dots.", ""))
 		return
 	}
-	if enc := r.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
-		writeError(w, errCompressedBody) // its fields could not be checked
-		return
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for enc := range strings.SplitSeq(v, ",") {
+			if enc = strings.TrimSpace(enc); enc != "" && !strings.EqualFold(enc, "identity") {
+				writeError(w, errCompressedBody) // its fields could not be checked
+				return
+			}
+		}
 	}
 	t, _ := tenant.FromContext(r.Context())
 	acc := objects.Route(r.Method, rel)
@@ -41,9 +51,12 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		// File bytes are relayed as they arrive; the query string is
 		// still checked.
 		req.Stream, req.ContentLength = r.Body, r.ContentLength
-		if r.URL.RawQuery != "" {
-			found.IDs = objects.QueryRefs(r.URL.Query())
+		ids, aerr := queryRefs(r)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
 		}
+		found.IDs = ids
 	} else {
 		body, aerr := readBody(r)
 		if aerr != nil {
@@ -72,9 +85,15 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	if acc.Op == objects.Create && acc.Kind == "batch" {
+		if aerr := s.checkBatchInput(r.Context(), t, req.Body); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+	}
 	switch {
 	case acc.Op == objects.List:
-		s.forwardList(w, r, t, req)
+		s.forwardList(w, r, t, req, acc.Kind)
 	case acc.Op != objects.None || creates:
 		s.forwardObjects(w, r, t, req, acc, creates)
 	default:
@@ -94,7 +113,9 @@ func proxyPath(r *http.Request) (string, bool) {
 		return "", false
 	}
 	for seg := range strings.SplitSeq(r.URL.Path, "/") {
-		if seg == "." || seg == ".." {
+		// "..;x" is ".." to servers that strip path parameters (Tomcat,
+		// Spring, some proxies).
+		if seg, _, _ = strings.Cut(seg, ";"); seg == "." || seg == ".." {
 			return "", false
 		}
 	}
