@@ -82,10 +82,10 @@ func FuzzHandler(f *testing.F) {
 
 	var logs panicFlag
 	h := newHarness(f, func(o *harnessOptions) {
-		o.upstreamTimeout = time.Second
+		o.upstreamTimeout = 300 * time.Millisecond // slow mock answers time out quickly: more inputs per second
 		o.maxBody = 1 << 20
 		o.logs = &logs
-		o.mock.SlowLatency = 2 * time.Second
+		o.mock.SlowLatency = time.Second
 		o.server = func(so *Options) { so.WaitTimeout, so.LeaderWait = 2*time.Second, 2*time.Second }
 	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
