@@ -18,8 +18,8 @@ test: ## vet, race-enabled tests, then every benchmark once so they stay runnabl
 fuzz-ci: ## 5 s of fuzzing whole bodies through the handler; .ci/run runs it after make test
 	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime 5s ./internal/server/
 
-bench: ## load harness (bench/): gateway, mock, Redis and a bare proxy as pinned processes; ~4 min; BENCHFLAGS=-quick for ~1 min
-	$(GO) run ./bench/cmd/corralbench $(BENCHFLAGS)
+bench: ## load harness (cmd/corralbench, internal/bench): gateway, mock, Redis and a bare proxy as pinned processes; ~4 min; BENCHFLAGS=-quick for ~1 min
+	$(GO) run ./cmd/corralbench $(BENCHFLAGS)
 
 bench-micro: ## go test micro benchmarks with allocations
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 15m $(PKGS)

@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/corralhq/corral/internal/breaker"
 	"github.com/corralhq/corral/internal/cache"
-	"github.com/corralhq/corral/internal/coalesce/livestream"
-	"github.com/corralhq/corral/internal/coalesce/redislock"
+	"github.com/corralhq/corral/internal/coalesce/redisflight"
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/mockllm"
@@ -135,25 +135,34 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 			return nil, err
 		}
 		gw.closers = append(gw.closers, func() { _ = rdb.Close() })
+		so.Metrics.EnableRedis()
+		// One breaker for every Redis user of this instance (the flight
+		// layer, the cache, the rate limiter): one outage, one log line,
+		// one gauge. Its background probe notices Redis is back even when
+		// no request comes.
+		health := breaker.New(breaker.Options{
+			Logger:   log,
+			OnChange: so.Metrics.RedisUp,
+			Probe:    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		})
+		gw.closers = append(gw.closers, runOwned(health.Run))
+		parts := redisflight.New(rdb, redisflight.Options{LockTTL: cfg.LockTTL, Logger: log, Health: health})
+		gw.closers = append(gw.closers, func() { _ = parts.Close() })
 		if cc, ok := rdb.(*redis.ClusterClient); ok {
 			gw.closers = append(gw.closers, reloadClusterState(cc, clusterReload))
 		}
-		bus := redislock.NewBus(rdb, redislock.BusOptions{Logger: log})
-		gw.closers = append(gw.closers, func() { _ = bus.Close() })
 		so.Distributed = true
+		so.Health = health
 		so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
 		objStore = objects.NewRedis(rdb, objects.RedisOptions{})
-		so.Locker = server.RedisLocker(redislock.NewLocker(rdb, redislock.Options{TTL: cfg.LockTTL}))
-		so.Bus = bus
-		so.Streams = livestream.New(rdb, livestream.Options{})
+		so.Locker, so.Bus, so.Streams = parts.Locker, parts.Bus, parts.Streams
 		so.LockTTL = cfg.LockTTL
-		so.Metrics.EnableRedis()
 		rec := usage.NewRedis(rdb, usage.RedisOptions{Logger: log})
 		gw.closers = append(gw.closers, func() { _ = rec.Close() })
 		so.Usage = rec
 		so.Limiter = ratelimit.NewFallback(
 			ratelimit.NewRedis(rdb, ratelimit.RedisOptions{Timeout: 250 * time.Millisecond}),
-			ratelimit.NewMemory(ratelimit.MemoryOptions{}), log, ratelimit.FallbackOptions{})
+			ratelimit.NewMemory(ratelimit.MemoryOptions{}), log, ratelimit.FallbackOptions{Breaker: health})
 	} else {
 		mem := cache.NewMemory(cache.MemoryOptions{})
 		gw.closers = append(gw.closers, func() { _ = mem.Close() })
@@ -197,6 +206,21 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		slog.String("upstream", upstream.Redact(cfg.UpstreamURL)),
 		slog.Bool("demo", o.Demo))
 	return gw, nil
+}
+
+// runOwned runs loop in a goroutine until the returned stop is called;
+// stop waits for it to return.
+func runOwned(loop func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		loop(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // tenantSpecs reads the tenants file into registry specs, applying the

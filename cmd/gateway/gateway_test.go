@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/mockllm"
@@ -30,20 +31,11 @@ func TestDistributedWiring(t *testing.T) {
 	if err := os.WriteFile(file, []byte("tenants:\n  - id: acme\n    keys: [{sha256: \""+tenant.HashKey("sk-wired")+"\"}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load([]string{
-		"CORRAL_REDIS_URL=" + rs.URL(),
-		"CORRAL_UPSTREAM_URL=" + mock.URL + "/v1",
-		"CORRAL_TENANTS_FILE=" + file,
-		"CORRAL_ADMIN_TOKEN=adm",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Close)
+	gw := mustGateway(t,
+		"CORRAL_REDIS_URL="+rs.URL(),
+		"CORRAL_UPSTREAM_URL="+mock.URL+"/v1",
+		"CORRAL_TENANTS_FILE="+file,
+		"CORRAL_ADMIN_TOKEN=adm")
 	srv := httptest.NewServer(gw)
 	t.Cleanup(srv.Close)
 
@@ -97,21 +89,63 @@ func TestDistributedWiring(t *testing.T) {
 	if v := ready(); v["redis"] != "unreachable" {
 		t.Errorf("/readyz during the outage = %v; want redis unreachable", v)
 	}
+
+	// An idle instance (no request touches Redis from here on) sees Redis
+	// back through the breaker's background probe, within its interval
+	// (1s), in /readyz and in corral_redis_up.
+	redisUp := func() string {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer adm")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "corral_redis_up "); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		return ""
+	}
+	if up := redisUp(); up != "0" {
+		t.Errorf("corral_redis_up during the outage = %q; want 0", up)
+	}
+	rs.Restart()
+	back := time.Now()
+	for ready()["redis"] != "ok" || redisUp() != "1" {
+		if time.Since(back) > 5*time.Second {
+			t.Fatalf("an idle instance did not see Redis back within 5s: /readyz %v, corral_redis_up %s", ready(), redisUp())
+		}
+		time.Sleep(20 * time.Millisecond) // polling what an operator's probe would see
+	}
+	if d := time.Since(back); d > 3*time.Second {
+		t.Errorf("Redis reported back after %v; want within the probe interval (1s) and a reconnect", d)
+	}
 }
 
 func TestEmbeddedReadyz(t *testing.T) {
-	cfg, err := config.Load([]string{"CORRAL_DATA_DIR=" + t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Close)
+	gw := mustGateway(t, "CORRAL_DATA_DIR="+t.TempDir())
 	rec := httptest.NewRecorder()
 	gw.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, `"mode":"embedded"`) || !strings.Contains(body, `"redis":"disabled"`) {
 		t.Errorf("/readyz = %d %s", rec.Code, body)
 	}
+}
+
+// mustGateway wires a gateway from the environment env, closed with the
+// test.
+func mustGateway(tb testing.TB, env ...string) *gateway {
+	tb.Helper()
+	cfg, err := config.Load(env)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(gw.Close)
+	return gw
 }

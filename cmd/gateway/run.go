@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/httpserve"
 )
 
 // run is the whole program behind main: parse arguments, load config,
@@ -101,25 +102,10 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 		IdleTimeout: 120 * time.Second,
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	log.Info("corral listening", slog.String("addr", ln.Addr().String()))
-
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down", slog.Duration("grace", grace))
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		log.Warn("grace period over; closing remaining connections")
-		err = srv.Close()
-	}
-	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", serr)
+	cut, err := httpserve.Serve(ctx, srv, ln, grace, func() { log.Info("shutting down", slog.Duration("grace", grace)) })
+	if cut {
+		log.Warn("grace period over; closed remaining connections")
 	}
 	return err
 }

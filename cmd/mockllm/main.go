@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/internal/httpserve"
 	"github.com/corralhq/corral/internal/mockllm"
 )
 
@@ -136,23 +137,8 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 		IdleTimeout:       2 * time.Minute,
 		// No WriteTimeout: it would cut long or slow streams.
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	if err != nil {
-		// Requests still running (mock-hang, long streams) are cut.
-		err = errors.Join(err, srv.Close())
-	}
-	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
+	// Requests still running after shutdownTimeout (mock-hang, long
+	// streams) are cut.
+	_, err := httpserve.Serve(ctx, srv, ln, shutdownTimeout, nil)
 	return err
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/corralhq/corral/internal/cache/entry"
 )
 
 // Store is what the gateway needs from a cache backend. Keys are opaque.
@@ -38,9 +40,8 @@ var (
 	ErrCorrupt = errors.New("cache: corrupt entry")
 	// ErrEmptyPattern is DeletePattern's answer to the empty pattern.
 	ErrEmptyPattern = errors.New("cache: empty delete pattern")
-	// ErrNotCacheable means Set refused the entry (nil, empty body, ttl <= 0,
-	// or larger than a Memory store's MaxBytes); nothing was stored.
-	ErrNotCacheable = errors.New("cache: not cacheable")
+	// ErrNotCacheable means Set refused the entry; see entry.ErrNotCacheable.
+	ErrNotCacheable = entry.ErrNotCacheable
 )
 
 // checkCacheable validates Set's arguments for both stores.

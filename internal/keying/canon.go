@@ -46,7 +46,9 @@ type canon struct {
 	req                  Request
 	maxTokens, maxCompl  int
 	hasMaxTok, hasMaxCpl bool
-	streamOptions        int // index in members of a top-level "stream_options" object, or -1
+	streamOptions        int // index in members of a top-level member dropped only when streaming, or -1
+
+	policy *Policy // what this parse drops
 }
 
 // member is one "key":value pair of an object being read.
@@ -136,24 +138,6 @@ func elemRole(r role) role {
 		return rolePromptItem
 	}
 	return roleOther
-}
-
-// dropped reports whether a top-level member is left out of the key: it is
-// one of the fields that do not change the output, with a value of a type
-// the API accepts for it. A "stream_options" object is dropped later, and
-// only when "stream" is true: the API rejects it otherwise.
-func dropped(key []byte, k valueKind) bool {
-	switch string(key) {
-	case "stream", "store":
-		return k == kindBool || k == kindNull
-	case "stream_options":
-		return k == kindNull
-	case "metadata":
-		return k == kindObject || k == kindNull
-	case "user":
-		return k == kindString || k == kindNull
-	}
-	return false
 }
 
 func (c *canon) run(body []byte) error {
@@ -352,10 +336,14 @@ func (c *canon) object(r role) error {
 					c.req.IncludeUsage = c.boolVal
 				}
 			}
-			if r == roleRoot && c.kind == kindObject && string(key) == "stream_options" {
+			var drop Drop // the policy's word on a top-level member
+			if r == roleRoot {
+				drop = c.policy.drop(key)
+			}
+			if drop.WhenStreaming.has(c.kind) {
 				c.streamOptions = len(c.members)
 			}
-			if r == roleRoot && dropped(key, c.kind) {
+			if drop.Always.has(c.kind) {
 				// Forget the value's bytes and its objects' records.
 				c.out, c.objects = c.out[:beforeComma], c.objects[:objects]
 				c.members = append(c.members, member{ks, ke, beforeComma, beforeComma, objects})

@@ -37,8 +37,9 @@
 //     trimmed of leading and trailing Unicode white space (unicode.IsSpace).
 //     "prompt" and "input" are not trimmed: for completions and embeddings
 //     white space is part of the input;
-//   - the top-level fields stream, stream_options, user, metadata and store
-//     removed, so a streaming and a non-streaming request share one entry.
+//   - the top-level fields the API's Policy names removed. OpenAI's policy
+//     (Parse's) removes stream, stream_options, user, metadata and store,
+//     so a streaming and a non-streaming request share one entry.
 //     They are removed only when their value has a type the API accepts
 //     (stream and store: boolean or null; metadata: object or null; user:
 //     string or null; stream_options: null, or an object when "stream" is
@@ -129,8 +130,14 @@ type Request struct {
 // (token-id arrays are not counted). Parse does not read or keep body after
 // it returns.
 func Parse(tenant, endpoint string, body []byte) (Request, error) {
+	return ParseWith(OpenAI, tenant, endpoint, body)
+}
+
+// ParseWith is Parse under an API's keying policy.
+func ParseWith(p *Policy, tenant, endpoint string, body []byte) (Request, error) {
 	c := getCanon()
 	defer putCanon(c)
+	c.policy = p
 
 	c.out = appendHashPrefix(c.out[:0], tenant, endpoint)
 	if err := c.run(body); err != nil {
@@ -152,6 +159,7 @@ func Parse(tenant, endpoint string, body []byte) (Request, error) {
 func Canonical(body []byte) ([]byte, error) {
 	c := getCanon()
 	defer putCanon(c)
+	c.policy = OpenAI
 
 	c.out = c.out[:0]
 	if err := c.run(body); err != nil {

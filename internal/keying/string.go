@@ -188,8 +188,18 @@ var escByte = func() (t [256]bool) {
 	return t
 }()
 
+// shortEscape is the two-character escape of the bytes that have one.
+var shortEscape = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+
 // appendString appends the canonical quoted form of the decoded string s,
 // which is UTF-8 except for WTF-8 lone surrogates.
+//
+// It is not jsonstr.Append, on purpose: the canonical form must keep
+// what distinguishes two bodies (a lone surrogate stays \udxxx, where
+// jsonstr writes U+FFFD for invalid UTF-8) and is fixed by keying's
+// Version (\b and \f short escapes, U+2028 unescaped), while jsonstr
+// writes answers for JavaScript clients. One escaper for both would tie
+// the key format to the answer format.
 func appendString(dst, s []byte) []byte {
 	dst = append(dst, '"')
 	from := 0
@@ -211,20 +221,9 @@ func appendString(dst, s []byte) []byte {
 			i += 3
 		default:
 			dst = append(dst, s[from:i]...)
-			switch b {
-			case '"', '\\':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
+			if e := shortEscape[b]; e != 0 {
+				dst = append(dst, '\\', e)
+			} else {
 				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
 			}
 			i++

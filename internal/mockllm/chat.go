@@ -10,15 +10,19 @@ import (
 // replyPrefix starts every derived reply; the rest is the prompt text.
 const replyPrefix = "mock reply to: "
 
-type chatCompletion struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"`
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
-	SystemFingerprint string       `json:"system_fingerprint"`
-	Choices           []chatChoice `json:"choices"`
-	Usage             usage        `json:"usage"`
+// completion is a whole answer of chat completions (C = chatChoice) or
+// legacy completions (C = textChoice).
+type completion[C any] struct {
+	ID                string `json:"id"`
+	Object            string `json:"object"`
+	Created           int64  `json:"created"`
+	Model             string `json:"model"`
+	SystemFingerprint string `json:"system_fingerprint"`
+	Choices           []C    `json:"choices"`
+	Usage             usage  `json:"usage"`
 }
+
+type chatCompletion = completion[chatChoice]
 
 type chatChoice struct {
 	Index        int         `json:"index"`
@@ -64,14 +68,9 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, req *request,
 		for i := range replies {
 			replies[i] = reply
 		}
-		return s.stream(w, r, &streamSpec{
-			chat:         true,
-			id:           id,
-			model:        req.Model,
-			replies:      replies,
-			includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-			usage:        u,
-		}, pl)
+		spec := req.streamSpec(id, replies, u)
+		spec.chat = true
+		return s.stream(w, r, spec, pl)
 	}
 
 	c := chatCompletion{

@@ -6,15 +6,7 @@ import (
 	"net/http"
 )
 
-type textCompletion struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"`
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
-	SystemFingerprint string       `json:"system_fingerprint"`
-	Choices           []textChoice `json:"choices"`
-	Usage             usage        `json:"usage"`
-}
+type textCompletion = completion[textChoice]
 
 type textChoice struct {
 	Text         string    `json:"text"`
@@ -53,13 +45,7 @@ func (s *Server) serveCompletion(w http.ResponseWriter, r *http.Request, req *re
 	id := "cmpl-" + hash
 
 	if req.Stream {
-		return s.stream(w, r, &streamSpec{
-			id:           id,
-			model:        req.Model,
-			replies:      replies,
-			includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-			usage:        u,
-		}, pl)
+		return s.stream(w, r, req.streamSpec(id, replies, u), pl)
 	}
 
 	c := textCompletion{

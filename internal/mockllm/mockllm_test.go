@@ -84,11 +84,16 @@ func postStream(tb testing.TB, ts *httptest.Server, path, body string) (*http.Re
 	return resp, events, err
 }
 
-type chunk struct {
+// head is what every answer and chunk starts with.
+type head struct {
 	ID      string `json:"id"`
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	Model   string `json:"model"`
+}
+
+type chunk struct {
+	head
 	Choices []struct {
 		Index int `json:"index"`
 		Delta struct {
@@ -108,10 +113,7 @@ type usage struct {
 }
 
 type chatCompletion struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	Model   string `json:"model"`
+	head
 	Choices []struct {
 		Index   int `json:"index"`
 		Message struct {

@@ -176,6 +176,17 @@ type request struct {
 	Mock           overrides `json:"mock"`
 }
 
+// streamSpec is what a streamed answer to req is made of.
+func (req *request) streamSpec(id string, replies []string, u usage) *streamSpec {
+	return &streamSpec{
+		id:           id,
+		model:        req.Model,
+		replies:      replies,
+		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		usage:        u,
+	}
+}
+
 type message struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`

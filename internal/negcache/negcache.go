@@ -3,11 +3,13 @@
 // the next request try again. The table below is the one place that
 // decides it, and it reads like the failure classification of the design.
 //
-// Negative entries live in the same stores as positive ones (memory or
-// Redis, behind cache.Store) under their own key kind (keying.Negative,
-// "n") with their own, short TTL (CORRAL_NEGATIVE_TTL, per-tenant
+// It owns the negative entries too: their key (Key: their own key kind,
+// keying.Negative, "n", in the same stores as positive ones, memory or
+// Redis), which answers are remembered (Decide), and which entry a lookup
+// serves (Pick: a positive entry always wins over a negative one). Their
+// TTL is short and the tenant's (CORRAL_NEGATIVE_TTL, per-tenant
 // negative_ttl), so a remembered failure can never be mistaken for an
-// answer, and a positive entry always wins over a negative one.
+// answer and never outlives its cause for long.
 package negcache
 
 import "encoding/json"

@@ -40,7 +40,7 @@
 // and may push the TAT beyond the burst tolerance: the key is then in debt
 // and later AllowN calls are refused until the debt is paid back at Rate.
 // The server uses it after an upstream call whose real token usage exceeded
-// the estimate it admitted (EstimateTokens). Debt is capped at 30 days.
+// the estimate it admitted (the wire format's estimate, e.g. openai.EstimateTokens). Debt is capped at 30 days.
 //
 // # Clock
 //

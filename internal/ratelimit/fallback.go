@@ -3,19 +3,23 @@ package ratelimit
 import (
 	"context"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/corralhq/corral/internal/breaker"
 )
 
 // FallbackOptions configures NewFallback. The zero value is ready to use.
 type FallbackOptions struct {
+	// Breaker is Redis's health, shared with the rest of the instance
+	// (internal/breaker), so one outage is noticed and logged once. Nil:
+	// the Fallback keeps its own, which trips on the first failure.
+	Breaker *breaker.Breaker
 	// Backoff is how long Fallback answers from the local limiter alone
-	// after a primary error before one request probes the primary again.
-	// It keeps an outage from costing every request a dial timeout.
-	// Default 1s.
+	// after a primary error before one request probes the primary again,
+	// when it keeps its own breaker. It keeps an outage from costing every
+	// request a dial timeout. Default 1s.
 	Backoff time.Duration
-	// Now is the clock for the backoff. Default time.Now.
+	// Now is the clock for the backoff of its own breaker. Default time.Now.
 	Now func() time.Time
 }
 
@@ -26,19 +30,12 @@ type FallbackOptions struct {
 // instances admit up to N× the limit; the local buckets start full and the
 // Redis buckets resume from whatever Redis holds when it is back.
 //
-// It logs one Warn when the primary goes down and one Info when it is back,
-// not one line per request.
+// Whether the primary is asked is its breaker's decision, which logs one
+// Warn when Redis goes down and one Info when it is back, not one line per
+// request.
 type Fallback struct {
 	primary, local Limiter
-	log            *slog.Logger
-	backoff        time.Duration
-	now            func() time.Time
-
-	healthy atomic.Bool // fast path; changed only with mu held
-
-	mu        sync.Mutex // protects retryAt and downSince, and serialises healthy's transitions
-	retryAt   time.Time  // while down: when the next request may probe the primary
-	downSince time.Time
+	b              *breaker.Breaker
 }
 
 var _ Limiter = (*Fallback)(nil)
@@ -48,23 +45,16 @@ func NewFallback(primary, local Limiter, logger *slog.Logger, opts FallbackOptio
 	if primary == nil || local == nil {
 		panic("ratelimit: NewFallback with nil limiter")
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	b := opts.Breaker
+	if b == nil {
+		b = breaker.New(breaker.Options{TripAfter: 1, Backoff: opts.Backoff, Now: opts.Now, Logger: logger})
 	}
-	if opts.Backoff <= 0 {
-		opts.Backoff = time.Second
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	f := &Fallback{primary: primary, local: local, log: logger, backoff: opts.Backoff, now: opts.Now}
-	f.healthy.Store(true)
-	return f
+	return &Fallback{primary: primary, local: local, b: b}
 }
 
 // Healthy reports whether the primary answered the last time it was asked,
 // for metrics and /readyz.
-func (f *Fallback) Healthy() bool { return f.healthy.Load() }
+func (f *Fallback) Healthy() bool { return f.b.Healthy() }
 
 // AllowN implements Limiter; it never fails because of the primary.
 func (f *Fallback) AllowN(ctx context.Context, key string, limit Limit, n int) (Result, error) {
@@ -87,62 +77,16 @@ func (f *Fallback) do(ctx context.Context, take op, key string, limit Limit, n i
 	if _, err := newGCRA(limit, n, force); err != nil {
 		return take(f.local, ctx, key, limit, n)
 	}
-	if !f.usePrimary() {
+	if !f.b.Allow() {
 		return take(f.local, ctx, key, limit, n)
 	}
 	r, err := take(f.primary, ctx, key, limit, n)
 	if err == nil {
-		f.up()
+		f.b.Record(nil)
 		return r, nil
 	}
 	if ctx.Err() == nil { // the caller leaving is not the primary's fault
-		f.down(err)
+		f.b.Record(err)
 	}
 	return take(f.local, ctx, key, limit, n)
-}
-
-// usePrimary reports whether to ask the primary: always while healthy;
-// while down, once per backoff, for the request that claims the probe.
-func (f *Fallback) usePrimary() bool {
-	if f.healthy.Load() {
-		return true
-	}
-	now := f.now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.healthy.Load() {
-		return true
-	}
-	if now.Before(f.retryAt) {
-		return false
-	}
-	f.retryAt = now.Add(f.backoff) // others stay local while this one probes
-	return true
-}
-
-func (f *Fallback) down(err error) {
-	now := f.now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.retryAt = now.Add(f.backoff)
-	if f.healthy.Load() {
-		f.healthy.Store(false)
-		f.downSince = now
-		f.log.Warn("ratelimit: redis unavailable, using local limits",
-			slog.Any("error", err), slog.Duration("backoff", f.backoff))
-	}
-}
-
-func (f *Fallback) up() {
-	if f.healthy.Load() {
-		return
-	}
-	now := f.now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.healthy.Load() {
-		f.healthy.Store(true)
-		f.log.Info("ratelimit: redis back, using shared limits",
-			slog.Duration("outage", now.Sub(f.downSince)))
-	}
 }

@@ -9,10 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/corralhq/corral/internal/redistest"
 )
 
 // syncBuffer is a log sink safe for concurrent writes.
@@ -38,18 +34,7 @@ func (b *syncBuffer) count(s string) int {
 // unhealthy, logs once, and after a restart and the backoff (driven by a
 // fake clock, no sleeping) goes back to Redis.
 func TestFallbackRedisOutage(t *testing.T) {
-	srv := redistest.Start(t)
-	if !srv.Stoppable() {
-		t.Skip("external redis cannot be stopped")
-	}
-	opt, err := redis.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.MaxRetries = -1 // one attempt per decision: Fallback is the retry policy
-	opt.DialerRetries = 1
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
+	srv, rdb := stoppableRedis(t)
 
 	clock := newFakeClock()
 	var logs syncBuffer

@@ -146,21 +146,10 @@ func TestRedisScriptFlushed(t *testing.T) {
 // TestRedisDown: the bare Redis limiter reports an outage as an error
 // (Fallback is what turns it into a local answer).
 func TestRedisDown(t *testing.T) {
-	srv := redistest.Start(t)
-	if !srv.Stoppable() {
-		t.Skip("external redis cannot be stopped")
-	}
-	opt, err := redis.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opt.MaxRetries = -1
-	opt.DialerRetries = 1
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { _ = rdb.Close() })
+	srv, rdb := stoppableRedis(t)
 	l := NewRedis(rdb, RedisOptions{})
 	srv.Stop()
-	_, err = l.AllowN(context.Background(), mustKey(t, "acme", Requests), PerMinute(30), 1)
+	_, err := l.AllowN(context.Background(), mustKey(t, "acme", Requests), PerMinute(30), 1)
 	if err == nil || !strings.HasPrefix(err.Error(), "ratelimit: redis: ") {
 		t.Fatalf("err = %v, want a wrapped redis error", err)
 	}
@@ -236,4 +225,24 @@ func mustKey(tb testing.TB, tenant string, kind Kind) string {
 		tb.Fatal(err)
 	}
 	return k
+}
+
+// stoppableRedis starts a redis-server the test may stop, and a client
+// that tries each command once: the limiter's callers are the retry
+// policy.
+func stoppableRedis(t *testing.T) (*redistest.Server, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	if !srv.Stoppable() {
+		t.Skip("external redis cannot be stopped")
+	}
+	opt, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.MaxRetries = -1
+	opt.DialerRetries = 1
+	rdb := redis.NewClient(opt)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return srv, rdb
 }

@@ -139,27 +139,18 @@ type timed struct {
 // and records when each answer arrived.
 func timedBurst(h *harness, n int, body string) []timed {
 	out := make([]timed, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			inst := i % len(h.gws)
-			req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, h.gws[inst].URL+"/v1/chat/completions", strings.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+acmeKey)
-			resp, err := benchClient.Do(req)
-			if err != nil {
-				return
-			}
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			out[i] = timed{cache: resp.Header.Get("X-Corral-Cache"), instance: inst, at: time.Now()}
-		}()
-	}
-	close(start)
-	wg.Wait()
+	atOnce(n, func(i int) {
+		inst := i % len(h.gws)
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, h.gws[inst].URL+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+acmeKey)
+		resp, err := benchClient.Do(req)
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		out[i] = timed{cache: resp.Header.Get("X-Corral-Cache"), instance: inst, at: time.Now()}
+	})
 	leader := -1
 	for _, r := range out {
 		if r.cache == cacheMiss {

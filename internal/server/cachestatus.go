@@ -5,7 +5,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/cache/entry"
+	"github.com/corralhq/corral/internal/coalesce"
 )
 
 // Values of X-Corral-Cache.
@@ -17,9 +18,12 @@ const (
 	cacheNegative  = "NEGATIVE"  // a remembered deterministic failure
 )
 
+// sourceName is the X-Corral-Cache value of a flight layer source.
+func sourceName(src coalesce.Source) string { return src.String() }
+
 // setCacheHeaders writes X-Corral-Cache, Cache-Status (RFC 9211) and, for
 // answers from a stored entry, Age.
-func setCacheHeaders(h http.Header, status string, e *cache.Entry, stored bool, ctl controls, now time.Time) {
+func setCacheHeaders(h http.Header, status string, e *entry.Entry, stored bool, ctl controls, now time.Time) {
 	h.Set("X-Corral-Cache", status)
 	var cs string
 	switch status {

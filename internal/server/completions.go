@@ -1,25 +1,36 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"time"
 
-	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce"
-	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/coalesce/flight"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/wire"
 )
 
-// handleModelCall serves the model endpoints (chat completions,
-// completions, embeddings): validate, check the allow-list, then look up,
-// coalesce and call upstream.
-func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
+// call is one request to a cached model endpoint, as its handler learned
+// it.
+type call struct {
+	t        *tenant.Tenant
+	format   wire.Format
+	endpoint string
+	body     []byte
+	facts    wire.Facts
+	ctl      controls
+	stored   *recorder // records this tenant's stored completion, when it asked for one
+}
+
+// handleModelCall serves a cached and coalesced endpoint of format
+// (chat completions, completions, embeddings): validate, check the
+// allow-list, then look up, coalesce and call upstream.
+func (s *Server) handleModelCall(format wire.Format, endpoint string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		t, _ := tenant.FromContext(r.Context())
 		rec := recordFrom(r.Context())
@@ -33,18 +44,18 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 			writeError(w, aerr)
 			return
 		}
-		req, err := keying.Parse(t.ID, endpoint, body)
+		facts, err := format.Parse(t.ID, endpoint, body)
 		if err != nil {
 			writeError(w, errBadBody(err))
 			return
 		}
-		if req.Model == "" {
+		if facts.Model == "" {
 			writeError(w, errInvalidRequest("You must provide a model parameter.", "model"))
 			return
 		}
-		rec.model, rec.endpoint = req.Model, endpoint
-		if !t.Allows(req.Model) {
-			writeError(w, errModelNotAllowed(req.Model))
+		rec.model, rec.endpoint = facts.Model, endpoint
+		if !t.Allows(facts.Model) {
+			writeError(w, errModelNotAllowed(facts.Model))
 			return
 		}
 		// Stored objects: a prompt may name files (file parts) and a chat
@@ -61,124 +72,100 @@ func (s *Server) handleModelCall(endpoint string) http.HandlerFunc {
 			writeError(w, aerr)
 			return
 		}
-		var stored *recorder // records this tenant's stored completion, when it asked for one
+		c := &call{t: t, format: format, endpoint: endpoint, body: body, facts: facts, ctl: ctl}
 		if creates {
-			stored = s.newRecorder(r.Context(), t, true, "chat_completion")
+			c.stored = s.newRecorder(r.Context(), t, true, "chat_completion")
 		}
-
-		estimate := tokenEstimate(endpoint, req.PromptBytes, req.MaxTokens, req.N)
 		if !t.Cache || ctl.noStore {
-			if t.TokensPerMinute > 0 {
-				res, aerr := s.takeTokens(r.Context(), t, ratelimit.Tokens, t.TokensPerMinute, estimate)
-				ratelimit.SetHeaders(w.Header(), ratelimit.Tokens.Suffix(), res)
-				if aerr != nil {
-					writeError(w, aerr) // a refusal, not an answer: no cache status
-					return
-				}
-			}
-			rec.cache = cacheBypass
-			setCacheHeaders(w.Header(), cacheBypass, nil, false, ctl, s.now())
-			breq := upstream.Request{Method: http.MethodPost, Path: endpoint, Header: r.Header, Body: body}
-			if creates {
-				s.forwardObjects(w, r, t, breq, objects.Access{}, true)
-				return
-			}
-			s.forward(w, r, breq)
+			s.serveBypass(w, r, c)
 			return
 		}
-
-		name := keying.Name(t.ID, req.Hash, keying.Response)
-		negName := keying.Name(t.ID, req.Hash, keying.Negative)
-		// A streaming request in distributed mode skips the separate lookup:
-		// its flight's lock call reads the entries in the same round trip,
-		// so a streaming miss pays one Redis round trip before its upstream
-		// call instead of two (time to first byte is what streams are for).
-		_, oneTrip := s.locker.(ReadingLocker)
-		minStored := ctl.minStoredAt(s.now())
-		skipLookup := req.Stream && oneTrip && minStored.IsZero()
-		if !ctl.noCache && !skipLookup {
-			if e, neg, _ := s.lookup(r.Context(), name, negName, minStored); e != nil {
-				rec.cache = cacheHit
-				if neg {
-					rec.cache = cacheNegative
-				}
-				if !neg {
-					rec.saved = e.PromptTokens + e.CompletionTokens
-					stored.entry(e)
-				}
-				s.tokenHeaders(r.Context(), t, w.Header())
-				s.serveEntry(w, r, endpoint, e, rec.cache, false, &req, ctl)
-				return
+		req := s.flightRequest(c)
+		if out, ok := s.flights.Lookup(r.Context(), req); ok {
+			rec.cache = sourceName(out.Source)
+			if out.Source == coalesce.Hit {
+				rec.saved = out.Entry.PromptTokens + out.Entry.CompletionTokens
+				c.stored.entry(out.Entry)
 			}
+			s.tokenHeaders(r.Context(), t, w.Header())
+			s.serveEntry(w, c, out.Entry, rec.cache, false)
+			return
 		}
-		s.serveFlight(w, r, t, endpoint, body, &req, ctl, name, negName, estimate, stored)
+		s.serveFlight(w, r, c, req)
+	}
+}
+
+// serveBypass forwards a request that may not be cached or coalesced.
+func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
+	if c.t.TokensPerMinute > 0 {
+		res, aerr := s.takeTokens(r.Context(), c.t, ratelimit.Tokens, c.t.TokensPerMinute, c.facts.Estimate)
+		ratelimit.SetHeaders(w.Header(), ratelimit.Tokens.Suffix(), res)
+		if aerr != nil {
+			writeError(w, aerr) // a refusal, not an answer: no cache status
+			return
+		}
+	}
+	recordFrom(r.Context()).cache = cacheBypass
+	setCacheHeaders(w.Header(), cacheBypass, nil, false, c.ctl, s.now())
+	req := upstream.Request{Method: http.MethodPost, Path: c.endpoint, Header: r.Header, Body: c.body}
+	if c.stored != nil {
+		s.forwardObjects(w, r, c.t, req, objects.Access{}, true)
+		return
+	}
+	s.forward(w, r, req)
+}
+
+// flightRequest is what this request contributes to its lookup and, should
+// it lead, to its prompt's flight.
+func (s *Server) flightRequest(c *call) *coalesce.Request {
+	ttl := c.t.CacheTTL
+	if c.ctl.ttl > 0 {
+		ttl = c.ctl.ttl
+	}
+	return &coalesce.Request{
+		Tenant:      c.t.ID,
+		Hash:        c.facts.Hash,
+		Endpoint:    c.endpoint,
+		Model:       c.facts.Model,
+		Format:      c.format,
+		Stream:      c.facts.Stream,
+		NoCache:     c.ctl.noCache,
+		MinStoredAt: c.ctl.minStoredAt(s.now()),
+		TTL:         ttl,
+		NegativeTTL: c.t.NegativeTTL,
+		Body:        c.body,
+		Leaders:     c.t.Leaders,
+		MaxLeaders:  c.t.MaxLeaders,
 	}
 }
 
 // serveFlight joins (or starts) the flight for this prompt and answers
-// from it: live from its stream record, or from its final result.
-func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, endpoint string, body []byte, req *keying.Request, ctl controls, name, negName string, estimate int, stored *recorder) {
+// from it: live from its stream, or from its final outcome.
+//
+// The leader's request gets what only a flight needs: its headers, the
+// body prepared for the upstream (the usage chunk asked for) and its
+// tokens/min budget.
+func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call, req *coalesce.Request) {
 	rec := recordFrom(r.Context())
-	f, leader := s.groupFor(t.ID).Join(req.Hash, func() (*flightState, coalesce.Work) {
-		st := &flightState{rec: coalesce.NewRecord(), streaming: make(chan struct{})}
-		ttl := t.CacheTTL
-		if ctl.ttl > 0 {
-			ttl = ctl.ttl
+	var tokens *tenantTokens // the leader's tokens/min decision, made by its flight
+	f := s.flights.Join(c.t.ID, c.facts.Hash, func() *coalesce.Request {
+		req.Header = r.Header.Clone()
+		if c.facts.Stream && !s.noSplice.Load() {
+			if body, changed := c.format.Prepare(c.facts, c.body); changed {
+				req.Body, req.Original = body, c.body
+			}
 		}
-		p := &flightParams{
-			t:           t,
-			endpoint:    endpoint,
-			name:        name,
-			negName:     negName,
-			lockName:    keying.Name(t.ID, req.Hash, keying.Lock),
-			streamName:  keying.Name(t.ID, req.Hash, keying.Stream),
-			body:        body,
-			header:      r.Header.Clone(),
-			ttl:         ttl,
-			negTTL:      t.NegativeTTL,
-			minStoredAt: ctl.minStoredAt(s.now()),
-			noCache:     ctl.noCache,
-			estimate:    estimate,
-			model:       req.Model,
+		if c.t.TokensPerMinute > 0 {
+			tokens = &tenantTokens{s: s, t: c.t, estimate: c.facts.Estimate}
+			req.Tokens = tokens
 		}
-		if req.Stream && !s.noSplice.Load() {
-			p.body, p.original = withStreamUsage(body), body
-			p.spliced = len(p.body) != len(body)
-		}
-		s.flights.Add(1) // under the group's lock, before the work starts
-		return st, func(ctx context.Context) error {
-			defer s.flights.Done()
-			return s.runFlight(ctx, p, st)
-		}
+		return req
 	})
 	defer f.Leave()
 	joined := time.Now()
-	st := f.Value()
-	source := cacheCoalesced
-	if leader {
-		source = cacheMiss
-	}
-	// account notes what this request cost or saved once its answer is known.
-	account := func(e *cache.Entry) {
-		if e == nil || e.Status != http.StatusOK {
-			return
-		}
-		stored.entry(e)
-		if source == cacheMiss {
-			rec.prompt, rec.completion = e.PromptTokens, e.CompletionTokens
-			if isClosed(f.Done()) { // res.upstream is set when the flight ends
-				rec.upstreamMS = float64(st.res.upstream.Microseconds()) / 1000
-			}
-		} else {
-			rec.saved = e.PromptTokens + e.CompletionTokens
-		}
-		if source == cacheCoalesced {
-			s.metrics.Coalesced(t.ID, time.Since(joined))
-		}
-	}
 
 	select {
-	case <-st.streaming:
+	case <-f.Streaming():
 	case <-f.Done():
 	case <-r.Context().Done():
 		writeError(w, errClientClosed)
@@ -186,20 +173,18 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 	}
 	// The leader reports the tokens/min decision its flight made; everyone
 	// else sees the bucket as it is (they cost nothing).
-	if leader && st.tokens != nil {
-		ratelimit.SetHeaders(w.Header(), ratelimit.Tokens.Suffix(), *st.tokens)
+	if tokens != nil && tokens.taken {
+		ratelimit.SetHeaders(w.Header(), ratelimit.Tokens.Suffix(), tokens.res)
 	} else {
-		s.tokenHeaders(r.Context(), t, w.Header())
+		s.tokenHeaders(r.Context(), c.t, w.Header())
 	}
 	// A streamed answer is followed from its record even when the flight
 	// has already ended: the record holds the whole stream as it came.
-	if req.Stream && isClosed(st.streaming) {
-		if st.mirrored {
-			source = cacheCoalesced // another instance leads this stream
-		}
-		rec.cache = source
-		if s.followStream(w, r, st, source, req.IncludeUsage, ctl) {
-			account(st.res.entry) // the record ended cleanly, after the entry was set
+	if c.facts.Stream && f.IsStreaming() {
+		source := f.StreamSource()
+		rec.cache = sourceName(source)
+		if s.followStream(w, r, c, f, rec.cache) {
+			s.account(rec, c, f, source, f.Streamed(), joined)
 		}
 		return
 	}
@@ -210,68 +195,60 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, t *tenant.T
 		return
 	}
 
-	res := st.res
-	if (leader || res.source == cacheHit || res.source == cacheNegative) && res.source != "" {
-		// Followers of a flight that found a stored answer were served
-		// from the cache too.
-		source = res.source
-	}
-	rec.cache = source
-	account(res.entry)
+	out, err := f.Result()
+	source := f.Source(out)
+	rec.cache = sourceName(source)
+	s.account(rec, c, f, source, out, joined)
 	switch {
-	case res.fail != nil && res.fail.Status == http.StatusTooManyRequests:
-		// Corral's own refusal (tokens/min, tenant_concurrency_exceeded;
-		// an upstream 429 is an entry) is no answer: it carries no
-		// X-Corral-Cache and is not counted as a cache outcome.
-		rec.cache = ""
-		writeError(w, res.fail)
-	case res.fail != nil:
-		setCacheHeaders(w.Header(), source, nil, false, ctl, s.now())
-		writeError(w, res.fail)
-	case res.entry == nil:
-		// The work ended without an answer: cancelled or panicked.
-		var pe *coalesce.PanicError
-		if errors.As(f.Err(), &pe) {
-			s.log.Error("flight panicked", "panic", pe.Value, "stack", string(pe.Stack))
-			writeError(w, errInternal)
-			return
-		}
+	case out.Entry != nil:
+		s.serveEntry(w, c, out.Entry, rec.cache, out.Stored && f.Leader())
+	case err == nil, abandoned(err):
+		// The work ended without an answer: cancelled.
 		writeError(w, errUpstream)
 	default:
-		s.serveEntry(w, r, endpoint, res.entry, source, res.stored && leader, req, ctl)
+		aerr := statusError(err)
+		var pe *flight.PanicError
+		switch {
+		case errors.As(err, &pe):
+			s.log.Error("flight panicked", "panic", pe.Value, "stack", string(pe.Stack))
+		case aerr.Status == http.StatusTooManyRequests:
+			// Corral's own refusal (tokens/min, tenant_concurrency_exceeded;
+			// an upstream 429 is an entry) is no answer: it carries no
+			// X-Corral-Cache and is not counted as a cache outcome.
+			rec.cache = ""
+		default:
+			setCacheHeaders(w.Header(), rec.cache, nil, false, c.ctl, s.now())
+		}
+		rec.err = err.Error()
+		writeError(w, aerr)
 	}
 }
 
-// withStreamUsage asks the upstream for the usage chunk when a streaming
-// leader did not mention stream_options: the stored entry then carries
-// usage (so non-streaming hits have it, and tokens/min sees real numbers),
-// and any follower that asks for usage can have it. The chunk is filtered
-// out for clients that did not ask. This splice is the only change Corral
-// ever makes to a body; a body that mentions stream_options anywhere is
-// forwarded as it is.
-func withStreamUsage(body []byte) []byte {
-	if bytes.Contains(body, []byte(`"stream_options"`)) {
-		return body
+// account notes what this request cost or saved once its answer is known.
+func (s *Server) account(rec *logRecord, c *call, f *coalesce.Flight, source coalesce.Source, out coalesce.Outcome, joined time.Time) {
+	e := out.Entry
+	if e == nil || e.Status != http.StatusOK {
+		return
 	}
-	end := bytes.LastIndexByte(body, '}')
-	if end < 0 {
-		return body
-	}
-	before := bytes.TrimRight(body[:end], " \t\r\n")
-	out := make([]byte, 0, len(body)+48)
-	out = append(out, before...)
-	if len(before) > 0 && before[len(before)-1] != '{' {
-		out = append(out, ',')
-	}
-	out = append(out, `"stream_options":{"include_usage":true}`...)
-	return append(out, body[end:]...)
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
+	c.stored.entry(e)
+	switch source {
+	case coalesce.Miss:
+		rec.prompt, rec.completion = e.PromptTokens, e.CompletionTokens
+		if f.Ended() { // the upstream time is known when the flight ends
+			done, _ := f.Result()
+			rec.upstreamMS = float64(done.Upstream.Microseconds()) / 1000
+		}
+	case coalesce.Coalesced:
+		rec.saved = e.PromptTokens + e.CompletionTokens
+		s.metrics.Coalesced(c.t.ID, time.Since(joined))
 	default:
-		return false
+		rec.saved = e.PromptTokens + e.CompletionTokens
 	}
+}
+
+// abandoned reports a flight that ended because its context did (every
+// waiter left), not because of anything the upstream did: an upstream
+// timeout may wrap a deadline too, but it is an upstream error.
+func abandoned(err error) bool {
+	return upstream.KindOf(err) == 0 && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }

@@ -1,20 +1,24 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/corralhq/corral/internal/coalesce"
+	"github.com/corralhq/corral/internal/coalesce/flight"
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/corralhq/corral/internal/wire/openai"
 )
 
-// apiError is an error Corral itself answers with, in OpenAI's shape:
-// {"error":{"message":...,"type":...,"param":...,"code":...}}.
+// apiError is an error Corral itself answers with; the wire format
+// renders it (OpenAI's {"error":{"message":...,"type":...,"param":...,
+// "code":...}}).
 type apiError struct {
 	Status  int
 	Type    string
@@ -28,26 +32,13 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
-// body renders the OpenAI error JSON.
-func (e *apiError) body() []byte {
-	var param any
-	if e.Param != "" {
-		param = e.Param
-	}
-	b, _ := json.Marshal(errorEnvelope{Error: errorDetail{e.Message, e.Type, param, e.Code}})
-	return b
+func (e *apiError) wire() wire.Error {
+	return wire.Error{Status: e.Status, Type: e.Type, Code: e.Code, Message: e.Message, Param: e.Param}
 }
 
-type errorEnvelope struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Message string `json:"message"`
-	Type    string `json:"type"`
-	Param   any    `json:"param"`
-	Code    string `json:"code"`
-}
+// errorFormat renders the errors of every route; all of today's routes
+// speak OpenAI's API.
+var errorFormat wire.Format = openai.Format{}
 
 // Error types, as OpenAI names them.
 const (
@@ -72,6 +63,10 @@ var (
 		Message: "The upstream provider did not answer in time."}
 	errUpstream = &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
 		Message: "The upstream provider could not be reached or broke the connection."}
+	errStreamBroken = &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
+		Message: "The upstream stream ended before it was complete."}
+	errUpstreamTooLarge = &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
+		Message: "The upstream answer was larger than the gateway accepts."}
 	// errClientClosed is logged, never seen: the client is gone.
 	errClientClosed = &apiError{Status: 499, Type: typeInvalidRequest, Code: "client_closed_request",
 		Message: "The client closed the request."}
@@ -86,30 +81,44 @@ func errModelNotAllowed(model string) *apiError {
 		Message: "The model " + strconv.Quote(model) + " is not allowed for this API key."}
 }
 
-// errBadBody maps a keying error to what the client is told: which rule the
-// body broke, never the body's bytes.
-func errBadBody(err error) *apiError {
+// statusError is the one place where an error becomes what the client
+// sees: Corral's own refusals as they are, the flight layer's typed errors,
+// and upstream call failures (502, 504 for timeouts, 499 when the client
+// cancelled, 413 for a body over the limit).
+func statusError(err error) *apiError {
+	var (
+		ae  *apiError
+		ce  *coalesce.ConcurrencyError
+		se  *coalesce.StreamError
+		pe  *flight.PanicError
+		mbe *http.MaxBytesError
+	)
 	switch {
-	case errors.Is(err, keying.ErrNumberOutOfRange):
-		return errInvalidRequest(fmt.Sprintf("A number in the request body has an exponent of more than %d digits.", keying.MaxExponentDigits), "")
-	case errors.Is(err, keying.ErrAmbiguousKey):
-		return errInvalidRequest("Top-level field names of the request body must not differ only in letter case from each other or from an API field (such as \"MODEL\" for \"model\").", "")
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, coalesce.ErrUpstreamAuth):
+		return errUpstreamAuth
+	case errors.Is(err, coalesce.ErrTooLarge):
+		return errUpstreamTooLarge
+	case errors.Is(err, coalesce.ErrWaitTimeout):
+		return errWaitTimeout
+	case errors.As(err, &ce):
+		return errConcurrency(ce.Max)
+	case errors.As(err, &se):
+		if upstream.KindOf(se.Err) == upstream.Timeout {
+			return errUpstreamTimeout
+		}
+		return errStreamBroken
+	case errors.As(err, &pe):
+		return errInternal
+	case errors.As(err, &mbe):
+		return errTooLarge
 	}
-	return errInvalidRequest("The request body is not a valid JSON object.", "")
-}
-
-// upstreamFailure maps an upstream call error to what the client sees.
-// This is the one place that decides 502 vs 504 vs 499.
-func upstreamFailure(err error) *apiError {
 	switch upstream.KindOf(err) {
 	case upstream.Timeout:
 		return errUpstreamTimeout
 	case upstream.Canceled:
 		return errClientClosed
-	}
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return errTooLarge
 	}
 	return errUpstream
 }
@@ -143,7 +152,19 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		ratelimit.SetRetryAfter(h, d)
 	}
 	w.WriteHeader(e.Status)
-	_, _ = w.Write(e.body())
+	_, _ = w.Write(errorFormat.ErrorBody(e.wire()))
+}
+
+// errBadBody maps a body parse error to what the client is told: which
+// rule the body broke, never the body's bytes.
+func errBadBody(err error) *apiError {
+	switch {
+	case errors.Is(err, keying.ErrNumberOutOfRange):
+		return errInvalidRequest(fmt.Sprintf("A number in the request body has an exponent of more than %d digits.", keying.MaxExponentDigits), "")
+	case errors.Is(err, keying.ErrAmbiguousKey):
+		return errInvalidRequest("Top-level field names of the request body must not differ only in letter case from each other or from an API field (such as \"MODEL\" for \"model\").", "")
+	}
+	return errInvalidRequest("The request body is not a valid JSON object.", "")
 }
 
 // errConcurrency answers when the tenant's leader semaphore stayed full for

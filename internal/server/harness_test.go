@@ -12,9 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/corralhq/corral/internal/breaker"
 	"github.com/corralhq/corral/internal/cache"
-	"github.com/corralhq/corral/internal/coalesce/livestream"
-	"github.com/corralhq/corral/internal/coalesce/redislock"
+	"github.com/corralhq/corral/internal/coalesce"
+	"github.com/corralhq/corral/internal/coalesce/redisflight"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/objects"
@@ -108,21 +109,22 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 		}
 		if o.redis != nil {
 			rdb := testRedisClient(tb, o.redis)
-			bus := redislock.NewBus(rdb, redislock.BusOptions{})
-			tb.Cleanup(func() { _ = bus.Close() })
-			<-bus.Ready()
+			// One breaker per instance, shared by the flight layer and the
+			// rate limiter, as cmd/gateway wires it.
+			health := breaker.New(breaker.Options{Backoff: 50 * time.Millisecond, OnChange: so.Metrics.RedisUp})
+			parts := redisflight.New(rdb, redisflight.Options{LockTTL: o.lockTTL, Health: health})
+			tb.Cleanup(func() { _ = parts.Close() })
+			<-parts.Bus.Ready()
 			so.Distributed = true
+			so.Health = health
 			rec := usage.NewRedis(rdb, usage.RedisOptions{Interval: time.Hour})
 			tb.Cleanup(func() { _ = rec.Close() })
 			so.Usage = rec
 			so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
-			so.Locker = RedisLocker(redislock.NewLocker(rdb, redislock.Options{TTL: o.lockTTL}))
-			so.Bus = bus
-			so.Streams = livestream.New(rdb, livestream.Options{})
+			so.Locker, so.Bus, so.Streams = parts.Locker, parts.Bus, parts.Streams
 			so.LockTTL = o.lockTTL
-			so.RedisBackoff = 50 * time.Millisecond
 			so.Limiter = ratelimit.NewFallback(ratelimit.NewRedis(rdb, ratelimit.RedisOptions{}),
-				ratelimit.NewMemory(ratelimit.MemoryOptions{}), nopLogger(), ratelimit.FallbackOptions{Backoff: 50 * time.Millisecond})
+				ratelimit.NewMemory(ratelimit.MemoryOptions{}), nopLogger(), ratelimit.FallbackOptions{Breaker: health})
 			owners := objects.NewRegistry(objects.NewRedis(rdb, objects.RedisOptions{}), objects.RegistryOptions{})
 			tb.Cleanup(owners.Close)
 			so.Objects = owners
@@ -185,3 +187,11 @@ func (h *harness) seenHeaders() []http.Header {
 	defer h.mu.Unlock()
 	return append([]http.Header(nil), h.seen...)
 }
+
+// groupFor is the tenant's flight group, for tests that count joins.
+func (s *Server) groupFor(id string) coalesce.GroupStats { return s.flights.Group(id) }
+
+var (
+	_ Store = (*cache.Memory)(nil)
+	_ Store = (*cache.Redis)(nil)
+)

@@ -146,7 +146,7 @@ func (s *Server) forwardCall(w http.ResponseWriter, r *http.Request, req upstrea
 	if err != nil {
 		rec.upstreamMS = msSince(start)
 		rec.err = err.Error()
-		aerr := upstreamFailure(err)
+		aerr := statusError(err)
 		s.countForwarded(rec, outcomeOf(aerr), start)
 		writeError(w, aerr)
 		return nil, nil
@@ -165,17 +165,6 @@ func (s *Server) countForwarded(rec *logRecord, outcome string, start time.Time)
 	}
 	s.metrics.Upstream(rec.tenant, rec.model, outcome, time.Since(start))
 	s.usage.Add(rec.tenant, usage.Counters{UpstreamCalls: 1})
-}
-
-// outcomeOf names a failed call's outcome for metrics.
-func outcomeOf(e *apiError) string {
-	switch e {
-	case errUpstreamTimeout:
-		return "timeout"
-	case errClientClosed:
-		return "canceled"
-	}
-	return "error"
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }

@@ -60,15 +60,32 @@ func (s *Server) takeTokens(ctx context.Context, t *tenant.Tenant, kind ratelimi
 	return res, nil
 }
 
-// tokenEstimate is what a request is charged against tokens/min before it
-// goes upstream, as OpenAI estimates it: the prompt at about 4 bytes per
-// token plus n completions of max_tokens (ratelimit.DefaultMaxTokens when
-// unset). Embeddings have no completion.
-func tokenEstimate(endpoint string, promptBytes, maxTokens, n int) int {
-	if endpoint == "/embeddings" {
-		return max((promptBytes+3)/4, 1)
+// tenantTokens is a leader's tokens/min budget for its flight: it takes
+// the estimate before the call and charges real usage after it. The
+// decision it keeps is read by the leader's handler for its headers, once
+// the flight is streaming or done.
+type tenantTokens struct {
+	s        *Server
+	t        *tenant.Tenant
+	estimate int
+
+	taken bool // set by the flight before it streams or ends
+	res   ratelimit.Result
+}
+
+// Take implements coalesce.Tokens.
+func (tt *tenantTokens) Take(ctx context.Context) error {
+	res, aerr := tt.s.takeTokens(ctx, tt.t, ratelimit.Tokens, tt.t.TokensPerMinute, tt.estimate)
+	tt.taken, tt.res = true, res
+	if aerr != nil {
+		return aerr
 	}
-	return ratelimit.EstimateTokens(promptBytes, maxTokens, n)
+	return nil
+}
+
+// Charge implements coalesce.Tokens.
+func (tt *tenantTokens) Charge(ctx context.Context, actual int) {
+	tt.s.chargeActual(ctx, tt.t, tt.estimate, actual)
 }
 
 // chargeActual charges what real usage exceeded the estimate by; a

@@ -7,7 +7,10 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/corralhq/corral/internal/wire/sse"
 )
 
 // copyBufs pools the buffers used to copy non-SSE bodies.
@@ -16,14 +19,19 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // relay writes an upstream response to the client: 401/403 become 502
 // (the credential at fault is Corral's, never the client's), event streams
 // are relayed event by event with a flush after each, anything else is
-// copied as it arrives.
+// copied as it arrives; a body of unknown length is flushed after every
+// read, as httputil.ReverseProxy does, so a slow or chunked body reaches
+// the client as it comes.
 func (s *Server) relay(w http.ResponseWriter, r *http.Request, resp *http.Response) {
 	s.relayWith(w, r, resp, relayOptions{})
 }
 
 // relayOptions adjust a relay for the API behind it.
 type relayOptions struct {
-	// onEvent sees each relayed event's data (nil: none).
+	// format is the API's wire format (default: errorFormat's).
+	format wire.Format
+	// onEvent sees each relayed event's data, the final event's excepted
+	// (nil: none).
 	onEvent func(data []byte)
 	// endsAtEOF: the stream's end is the end of the body (the Responses
 	// API sends no [DONE]), not a cut.
@@ -31,6 +39,9 @@ type relayOptions struct {
 }
 
 func (s *Server) relayWith(w http.ResponseWriter, r *http.Request, resp *http.Response, o relayOptions) {
+	if o.format == nil {
+		o.format = errorFormat
+	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		recordFrom(r.Context()).err = "upstream answered " + resp.Status
 		writeError(w, errUpstreamAuth)
@@ -42,9 +53,13 @@ func (s *Server) relayWith(w http.ResponseWriter, r *http.Request, resp *http.Re
 		return
 	}
 	w.WriteHeader(resp.StatusCode)
+	var dst io.Writer = w
+	if resp.ContentLength < 0 {
+		dst = flushWriter{w: w, rc: http.NewResponseController(w)}
+	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
-	if _, err := io.CopyBuffer(w, onlyReader{resp.Body}, *bp); err != nil {
+	if _, err := io.CopyBuffer(dst, onlyReader{resp.Body}, *bp); err != nil {
 		recordFrom(r.Context()).err = err.Error()
 		// Headers are out; cutting the connection is the only way to tell
 		// the client the body is incomplete.
@@ -54,13 +69,27 @@ func (s *Server) relayWith(w http.ResponseWriter, r *http.Request, resp *http.Re
 	}
 }
 
+// flushWriter flushes after every write.
+type flushWriter struct {
+	w  io.Writer
+	rc *http.ResponseController
+}
+
+func (fw flushWriter) Write(p []byte) (int, error) {
+	n, err := fw.w.Write(p)
+	if err == nil {
+		_ = fw.rc.Flush() // a writer that cannot flush still gets the bytes
+	}
+	return n, err
+}
+
 // relayEvents relays SSE events as they arrive. A stream that breaks or
-// ends without [DONE] gets an OpenAI error event before it is closed, so
-// SDKs report an error rather than a silently short answer.
+// ends without its final event gets the format's error event before it is
+// closed, so SDKs report an error rather than a silently short answer.
 func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Reader, o relayOptions) {
-	ew := s.startEvents(w)
+	ew := s.startEvents(w, o.format)
 	defer ew.close()
-	er := upstream.NewEventReader(body)
+	er := sse.NewEventReader(body)
 	done := false
 	for {
 		ev, err := er.Next()
@@ -71,7 +100,7 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 			if r.Context().Err() != nil {
 				return // the client left; its context cancelled the call
 			}
-			cause := "upstream stream ended before [DONE]"
+			cause := "upstream stream ended before its final event"
 			if !errors.Is(err, io.EOF) {
 				cause = err.Error()
 			}
@@ -79,11 +108,10 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 			ew.fail(err)
 			return
 		}
-		data := upstream.Data(ev)
-		if upstream.IsDone(data) {
+		if o.format.IsEnd(ev) {
 			done = true
 		} else if o.onEvent != nil {
-			o.onEvent(data)
+			o.onEvent(sse.Data(ev))
 		}
 		if !ew.send(nil, ev) {
 			return // client gone; returning cancels the upstream call
@@ -96,19 +124,20 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 // that drops a client that stops reading (alone, instead of pinning its
 // handler) is writeDeadline's, as for every answer.
 type eventWriter struct {
-	s  *Server
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	s      *Server
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	format wire.Format
 }
 
 // startEvents sends the stream's headers (already set ones kept) and
 // counts it as open until close.
-func (s *Server) startEvents(w http.ResponseWriter) *eventWriter {
+func (s *Server) startEvents(w http.ResponseWriter, format wire.Format) *eventWriter {
 	s.metrics.Streams(1)
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // tell nginx-style proxies not to buffer
-	ew := &eventWriter{s: s, w: w, rc: http.NewResponseController(w)}
+	ew := &eventWriter{s: s, w: w, rc: http.NewResponseController(w), format: format}
 	w.WriteHeader(http.StatusOK)
 	_ = ew.rc.Flush()
 	return ew
@@ -128,22 +157,14 @@ func (ew *eventWriter) send(skip func([]byte) bool, events ...[]byte) bool {
 	return ew.rc.Flush() == nil
 }
 
-// fail ends the stream with an OpenAI error event for err.
+// fail ends the stream with the format's error event for a stream broken
+// by err.
 func (ew *eventWriter) fail(err error) {
-	_, _ = ew.w.Write(upstream.ErrorEvent(streamFailure(err).body()))
+	_, _ = ew.w.Write(ew.format.ErrorEvent(statusError(&coalesce.StreamError{Err: err}).wire()))
 	_ = ew.rc.Flush()
 }
 
 func (ew *eventWriter) close() { ew.s.metrics.Streams(-1) }
-
-// streamFailure is the error event for a stream that broke mid-way.
-func streamFailure(err error) *apiError {
-	if upstream.KindOf(err) == upstream.Timeout {
-		return errUpstreamTimeout
-	}
-	return &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
-		Message: "The upstream stream ended before it was complete."}
-}
 
 func isEventStream(h http.Header) bool {
 	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))

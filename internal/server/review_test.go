@@ -62,24 +62,6 @@ func TestUpstreamRequestIDNeverReplacesCorrals(t *testing.T) {
 	}
 }
 
-func TestIsUsageEvent(t *testing.T) {
-	tests := []struct {
-		give string
-		want bool
-	}{
-		{"data: {\"choices\":[],\"usage\":{\"total_tokens\":3}}\n\n", true},
-		{"data: {\"choices\": [], \"usage\": {\"total_tokens\": 3}}\n\n", true},
-		{"data: {\"choices\":[{\"delta\":{}}],\"usage\":null}\n\n", false},
-		{"data: {\"choices\":[],\"usage\":null}\n\n", false},
-		{"data: [DONE]\n\n", false},
-	}
-	for _, tt := range tests {
-		if got := isUsageEvent([]byte(tt.give)); got != tt.want {
-			t.Errorf("isUsageEvent(%q) = %v; want %v", tt.give, got, tt.want)
-		}
-	}
-}
-
 func TestNoCacheCoalescesAcrossInstances(t *testing.T) {
 	gate := make(chan struct{})
 	h, _ := distributed(t, 2, func(o *harnessOptions) { o.gate = gate })

@@ -1,8 +1,12 @@
-// Package server is Corral's HTTP surface: the chi router, the edge
-// middleware (request id, access log, recover, body limit), tenant
-// authentication, and the handlers that run the request path of the
-// design: authenticate, limit, key, look up, coalesce, call upstream,
-// classify, store.
+// Package server is Corral's HTTP surface and nothing else: the chi
+// router, the edge middleware (request id, access log, recover, body
+// limit), tenant authentication and limits, the handlers, the relays that
+// write answers and streams to clients, and the one place where a typed
+// error becomes a status and an error body (errors.go). The flight
+// protocol (lead, wait, mirror, take over, call, classify, store, publish)
+// is internal/coalesce's; what a body means is its wire format's
+// (internal/wire). The server imports no Redis adapter: cmd/gateway wires
+// them in.
 package server
 
 import (
@@ -17,17 +21,18 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/corralhq/corral/internal/cache"
-	"github.com/corralhq/corral/internal/coalesce/livestream"
+	"github.com/corralhq/corral/internal/breaker"
+	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/usage"
+	"github.com/corralhq/corral/internal/wire/openai"
 )
 
-// Options wire a Server. Upstream and Tenants are required.
+// Options wire a Server. Upstream, Tenants and Cache are required.
 type Options struct {
 	// Tenants is the initial registry; SetTenants swaps it live.
 	Tenants *tenant.Registry
@@ -45,11 +50,15 @@ type Options struct {
 	// Distributed is true when Cache, Locker and Bus live in Redis; Redis
 	// faults then degrade to in-process coalescing instead of failing.
 	Distributed bool
-	// Locker and Bus coordinate instances; nil in embedded mode.
-	Locker Locker
-	Bus    Bus
-	// Streams carries live streams between instances; nil in embedded mode.
-	Streams *livestream.Streams
+	// Health is Redis's health, shared with the rate limiter (one breaker
+	// per instance). Default in distributed mode: a breaker of the
+	// server's own with RedisBackoff.
+	Health *breaker.Breaker
+	// Locker, Bus and Streams coordinate instances (coalesce/redisflight);
+	// nil in embedded mode.
+	Locker  coalesce.Locker
+	Bus     coalesce.Bus
+	Streams coalesce.Streams
 	// LockTTL is the lock's TTL, which bounds how soon followers notice a
 	// dead leader. Default 10s.
 	LockTTL time.Duration
@@ -65,7 +74,7 @@ type Options struct {
 	// tenant_concurrency_exceeded. Default 10s.
 	LeaderWait time.Duration
 	// RedisBackoff is how long Redis is skipped after a failure before it
-	// is probed again. Default 1s.
+	// is probed again, when Health is nil. Default 1s.
 	RedisBackoff time.Duration
 	// Limiter enforces tenants' requests/min and tokens/min. Default: an
 	// in-memory limiter (embedded mode).
@@ -94,19 +103,13 @@ type Options struct {
 }
 
 // Store is what the server needs from a cache backend (cache.Memory and
-// cache.Redis): a prompt's positive and negative entries read together in
-// one round trip, writes, and the admin purges.
+// cache.Redis): what the flight layer reads and writes, and the admin
+// purges.
 type Store interface {
-	GetMany(ctx context.Context, keys ...string) ([]*cache.Entry, error)
-	Set(ctx context.Context, key string, e *cache.Entry, ttl time.Duration) error
+	coalesce.Store
 	Delete(ctx context.Context, keys ...string) error
 	DeletePattern(ctx context.Context, pattern string) (int, error)
 }
-
-var (
-	_ Store = (*cache.Memory)(nil)
-	_ Store = (*cache.Redis)(nil)
-)
 
 // UsageRecorder keeps per-tenant usage counters (internal/usage).
 type UsageRecorder interface {
@@ -124,28 +127,19 @@ type Server struct {
 	tenants atomic.Pointer[tenant.Registry]
 	handler http.Handler
 
-	cache             Store
-	locker            Locker
-	bus               Bus
-	streams           *livestream.Streams
-	lockTTL           time.Duration
-	redis             *breaker // nil in embedded mode
-	groups            sync.Map // tenant id → *flightGroup
-	pollInterval      time.Duration
-	waitTimeout       time.Duration
-	failOnWaitTimeout bool
-	leaderWait        time.Duration
-	writeStall        time.Duration // see Options.WriteStall
-	limiter           ratelimit.Limiter
-	metrics           *metrics.Metrics
-	usage             UsageRecorder
-	adminToken        string
-	reload            func() (*tenant.Registry, error)
-	reloadMu          sync.Mutex     // serialises reloads
-	noSplice          atomic.Bool    // the upstream rejected stream_options once
-	flights           sync.WaitGroup // flights running; they may outlive their requests
-	objects           *objects.Registry
-	now               func() time.Time
+	cache      Store
+	flights    *coalesce.Coalescer
+	health     *breaker.Breaker // nil in embedded mode
+	writeStall time.Duration    // see Options.WriteStall
+	limiter    ratelimit.Limiter
+	metrics    *metrics.Metrics
+	usage      UsageRecorder
+	adminToken string
+	reload     func() (*tenant.Registry, error)
+	reloadMu   sync.Mutex  // serialises reloads
+	noSplice   atomic.Bool // the upstream rejected the prepared body once (stream_options)
+	objects    *objects.Registry
+	now        func() time.Time
 }
 
 // New builds a Server.
@@ -154,32 +148,27 @@ func New(o Options) (*Server, error) {
 		return nil, errors.New("server: Upstream, Tenants and Cache are required")
 	}
 	s := &Server{
-		up:      o.Upstream,
-		log:     o.Logger,
-		maxBody: o.MaxBodyBytes,
-		ready:   o.Ready,
-		ids:     newRequestIDs(),
-
-		cache:             o.Cache,
-		locker:            o.Locker,
-		bus:               o.Bus,
-		streams:           o.Streams,
-		lockTTL:           cmp.Or(o.LockTTL, 10*time.Second),
-		pollInterval:      cmp.Or(o.PollInterval, 50*time.Millisecond),
-		waitTimeout:       cmp.Or(o.WaitTimeout, 120*time.Second),
-		failOnWaitTimeout: o.FailOnWaitTimeout,
-		leaderWait:        cmp.Or(o.LeaderWait, 10*time.Second),
-		writeStall:        cmp.Or(o.WriteStall, 30*time.Second),
-		limiter:           o.Limiter,
-		metrics:           o.Metrics,
-		usage:             o.Usage,
-		adminToken:        o.AdminToken,
-		reload:            o.Reload,
-		objects:           o.Objects,
-		now:               o.Now,
+		up:         o.Upstream,
+		log:        cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
+		maxBody:    o.MaxBodyBytes,
+		writeStall: cmp.Or(o.WriteStall, 30*time.Second),
+		ready:      o.Ready,
+		ids:        newRequestIDs(),
+		cache:      o.Cache,
+		health:     o.Health,
+		limiter:    o.Limiter,
+		metrics:    o.Metrics,
+		usage:      o.Usage,
+		adminToken: o.AdminToken,
+		reload:     o.Reload,
+		objects:    o.Objects,
+		now:        o.Now,
 	}
 	if s.objects == nil {
 		s.objects = objects.NewRegistry(objects.NewMemory(0), objects.RegistryOptions{Logger: o.Logger})
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	if s.usage == nil {
 		s.usage = usage.NewMemory()
@@ -187,20 +176,33 @@ func New(o Options) (*Server, error) {
 	if s.limiter == nil {
 		s.limiter = ratelimit.NewMemory(ratelimit.MemoryOptions{})
 	}
-	if s.now == nil {
-		s.now = time.Now
-	}
-
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
 	if s.maxBody <= 0 {
 		s.maxBody = 8 << 20
 	}
-	if o.Distributed {
-		s.redis = newBreaker(cmp.Or(o.RedisBackoff, time.Second), s.now, s.log)
-		s.redis.onChange = s.metrics.RedisUp
+	co := coalesce.Options{
+		Store:             o.Cache,
+		Caller:            caller{s},
+		Observer:          observer{s},
+		Locker:            o.Locker,
+		Bus:               o.Bus,
+		Streams:           o.Streams,
+		LockTTL:           o.LockTTL,
+		PollInterval:      o.PollInterval,
+		WaitTimeout:       o.WaitTimeout,
+		FailOnWaitTimeout: o.FailOnWaitTimeout,
+		LeaderWait:        o.LeaderWait,
 	}
+	if o.Distributed {
+		if s.health == nil {
+			s.health = breaker.New(breaker.Options{Backoff: o.RedisBackoff, Now: s.now, Logger: s.log, OnChange: s.metrics.RedisUp})
+		}
+		co.Health = s.health
+	}
+	flights, err := coalesce.New(co)
+	if err != nil {
+		return nil, err
+	}
+	s.flights = flights
 	s.tenants.Store(o.Tenants)
 	s.handler = s.routes()
 	return s, nil
@@ -230,9 +232,12 @@ func (s *Server) routes() http.Handler {
 
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(bodyLimit(s.maxBody), s.authenticate, s.limitRequests)
-		r.Post("/chat/completions", s.handleModelCall("/chat/completions"))
-		r.Post("/completions", s.handleModelCall("/completions"))
-		r.Post("/embeddings", s.handleModelCall("/embeddings"))
+		// One route per cached endpoint, each with its wire format: a new
+		// API is a new format package and a line here.
+		chat := openai.Format{}
+		r.Post("/chat/completions", s.handleModelCall(chat, "/chat/completions"))
+		r.Post("/completions", s.handleModelCall(chat, "/completions"))
+		r.Post("/embeddings", s.handleModelCall(chat, "/embeddings"))
 		r.Get("/models", s.handleModels)
 		// Everything else under /v1 (files, batches, stored completions,
 		// GET on the paths above...) is proxied untouched.
@@ -244,7 +249,7 @@ func (s *Server) routes() http.Handler {
 
 // RedisHealthy reports whether Redis answered the last time it was asked
 // (always true in embedded mode).
-func (s *Server) RedisHealthy() bool { return s.redis.healthy() }
+func (s *Server) RedisHealthy() bool { return s.health.Healthy() }
 
 // countInFlight keeps the in-flight request gauge.
 func (s *Server) countInFlight(next http.Handler) http.Handler {
@@ -262,16 +267,4 @@ func (s *Server) countInFlight(next http.Handler) http.Handler {
 // (a distributed leader finishes its call for waiters elsewhere), so a
 // shutdown stores their answers and releases their locks before the Redis
 // client closes. It gives up when ctx ends.
-func (s *Server) WaitFlights(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		s.flights.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (s *Server) WaitFlights(ctx context.Context) error { return s.flights.Wait(ctx) }

@@ -1,0 +1,190 @@
+package coalesce
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"maps"
+	"runtime"
+
+	"github.com/corralhq/corral/internal/cache/entry"
+	"github.com/corralhq/corral/internal/negcache"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/corralhq/corral/internal/wire/sse"
+)
+
+// call makes the flight's one upstream call, then classifies and stores
+// its answer. A stream is relayed into the flight's record as it arrives.
+func (c *Coalescer) call(ctx context.Context, req *Request, k keys, st *state, publish bool) (Outcome, error) {
+	resp, err := c.o.Caller.Call(ctx, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Outcome{}, ctx.Err()
+		}
+		return Outcome{}, err
+	}
+	defer resp.Body.Close()
+
+	switch {
+	case resp.Status == 401 || resp.Status == 403:
+		return Outcome{}, ErrUpstreamAuth
+	case resp.Status == 200 && resp.EventStream:
+		return c.relay(ctx, req, k, st, resp, publish)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.o.MaxBody+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return Outcome{}, ctx.Err()
+		}
+		return Outcome{}, err
+	}
+	if int64(len(body)) > c.o.MaxBody {
+		return Outcome{}, ErrTooLarge
+	}
+	e := &entry.Entry{Status: resp.Status, Header: resp.Kept, Body: body}
+	if resp.Status != 200 {
+		// Passed through, not stored: keep what helps the client, such as
+		// Retry-After on a 429.
+		e.Header = maps.Clone(resp.Header)
+	}
+	out := Outcome{Entry: e}
+	// Storing is detached from cancellation: the answer is whole and paid for.
+	sctx := context.WithoutCancel(ctx)
+	switch negcache.Decide(resp.Status, body, resp.Changed) {
+	case negcache.StorePositive:
+		u := req.Format.Usage(body)
+		e.PromptTokens, e.CompletionTokens = u.Prompt, u.Completion
+		c.charge(sctx, req, u)
+		out.Stored = c.store(sctx, k.entry, e, req.TTL)
+	case negcache.StoreNegative:
+		e.Header = resp.Kept
+		out.Stored = c.store(sctx, k.negative, e, req.NegativeTTL)
+	}
+	return out, nil
+}
+
+func (c *Coalescer) charge(ctx context.Context, req *Request, u wire.Usage) {
+	if req.Tokens != nil {
+		req.Tokens.Charge(ctx, u.Total())
+	}
+}
+
+// relay copies an upstream event stream into the flight's record while
+// assembling the answer, and stores it only if it ended cleanly.
+func (c *Coalescer) relay(ctx context.Context, req *Request, k keys, st *state, resp *Response, publish bool) (Outcome, error) {
+	st.header = resp.Header
+	close(st.streaming)
+	if publish {
+		published := make(chan struct{})
+		go func() {
+			defer close(published)
+			c.publish(ctx, k, st)
+		}()
+		// The end marker must be written before the lock is released, so
+		// followers never mistake a finished leader for a dead one.
+		defer func() {
+			st.rec.Close(errFlightEnded)
+			<-published
+		}()
+	}
+
+	asm := req.Format.NewAssembler(req.Endpoint)
+	er := sse.NewEventReader(resp.Body)
+	for {
+		ev, err := er.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				st.rec.Close(ctx.Err())
+				return Outcome{}, ctx.Err()
+			}
+			if errors.Is(err, io.EOF) {
+				err = ErrStreamIncomplete // the body ended before the final event
+			}
+			st.rec.Close(err)
+			return Outcome{}, &StreamError{Err: err}
+		}
+		ev = bytes.Clone(ev) // the reader reuses its buffer; the record keeps ev
+		if !req.Format.IsEnd(ev) {
+			st.rec.Append(ev) // relayed first: assembling is off the clients' path
+			asm.Add(ev)
+			continue
+		}
+		// The final event is relayed after the answer is stored, so a
+		// client that saw the end and asks again at once finds the entry.
+		asm.Add(ev)
+		out, err := c.finish(ctx, req, k, asm)
+		st.rec.Append(ev)
+		st.endStream(out)
+		// Drain what little may follow so the connection is reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return out, err
+	}
+}
+
+// finish assembles and stores a stream that reached its final event. It
+// stores even if every client has just left, because the answer is whole
+// and already paid for.
+func (c *Coalescer) finish(ctx context.Context, req *Request, k keys, asm wire.Assembler) (Outcome, error) {
+	body, u, err := asm.Finish()
+	if err != nil {
+		// A broken stream (an error event, a choice without a finish
+		// reason) is relayed as it came, never stored.
+		return Outcome{}, &StreamError{Err: err}
+	}
+	sctx := context.WithoutCancel(ctx)
+	if u.Known {
+		c.charge(sctx, req, u)
+	}
+	e := answerEntry(body, u)
+	return Outcome{Entry: e, Stored: c.store(sctx, k.entry, e, req.TTL)}, nil
+}
+
+// answerEntry is the stored form of an assembled stream.
+func answerEntry(body []byte, u wire.Usage) *entry.Entry {
+	return &entry.Entry{
+		Status:           200,
+		Header:           map[string][]string{"Content-Type": {"application/json"}},
+		Body:             body,
+		PromptTokens:     u.Prompt,
+		CompletionTokens: u.Completion,
+	}
+}
+
+// publish copies the flight's record into the live stream for followers
+// on other instances, batch by batch, and marks its end. It is a cursor
+// like any follower's, so it never slows the leader. The first batch also
+// wakes the other instances' waiters, which then find the stream. It
+// returns when the record has ended and the end is written.
+func (c *Coalescer) publish(ctx context.Context, k keys, st *state) {
+	ctx = context.WithoutCancel(ctx)
+	cur := st.rec.Cursor()
+	announced, first := false, true
+	for {
+		batch, err := cur.Next(ctx)
+		if err != nil {
+			var cause error
+			if !errors.Is(err, io.EOF) {
+				cause = err
+			}
+			c.o.Health.Record(c.o.Streams.End(ctx, k.stream, cause))
+			return
+		}
+		if first {
+			first = false
+			// Let the local clients' relays write the first event before
+			// this cursor's Redis round trip takes the core: on a busy
+			// instance that was a measurable share of the leader's time to
+			// first byte.
+			runtime.Gosched()
+		}
+		if err := c.o.Streams.Append(ctx, k.stream, batch); err != nil {
+			c.o.Health.Record(err)
+			continue // the followers will notice the gap through the lock
+		}
+		if !announced && c.o.Bus != nil {
+			announced = true
+			c.o.Health.Record(c.o.Bus.Publish(ctx, k.entry))
+		}
+	}
+}

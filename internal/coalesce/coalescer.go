@@ -1,0 +1,286 @@
+package coalesce
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/corralhq/corral/internal/cache/entry"
+	"github.com/corralhq/corral/internal/coalesce/flight"
+	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/negcache"
+)
+
+// Options wire a Coalescer. Store and Caller are required; Locker, Bus and
+// Streams are nil in embedded mode.
+type Options struct {
+	Store    Store
+	Caller   Caller
+	Observer Observer // nil observes nothing
+	// Health gates every Redis call (nil: always try). Embedded mode has
+	// none.
+	Health Health
+
+	Locker  Locker
+	Bus     Bus
+	Streams Streams
+
+	// LockTTL is the lock's TTL, which bounds how soon followers notice a
+	// dead leader. Default 10s.
+	LockTTL time.Duration
+	// PollInterval is the waiters' safety-net poll. Default 50ms.
+	PollInterval time.Duration
+	// WaitTimeout is the longest a waiter waits for another instance's
+	// call. Default 120s.
+	WaitTimeout time.Duration
+	// FailOnWaitTimeout ends a wait that timed out with ErrWaitTimeout
+	// instead of calling upstream itself.
+	FailOnWaitTimeout bool
+	// LeaderWait bounds the wait for the tenant's leader semaphore before
+	// a ConcurrencyError. Default 10s.
+	LeaderWait time.Duration
+	// MaxBody bounds a non-streamed upstream answer. Default 64 MiB.
+	MaxBody int64
+}
+
+// Coalescer runs flights. It is safe for concurrent use.
+type Coalescer struct {
+	o       Options
+	groups  sync.Map       // tenant id → *group: one tenant's keys never contend with another's
+	running sync.WaitGroup // flights running; they may outlive their requests
+}
+
+type group = flight.Group[*state]
+
+// New returns a Coalescer.
+func New(o Options) (*Coalescer, error) {
+	if o.Store == nil || o.Caller == nil {
+		return nil, errors.New("coalesce: Store and Caller are required")
+	}
+	o.LockTTL = cmp.Or(o.LockTTL, 10*time.Second)
+	o.PollInterval = cmp.Or(o.PollInterval, 50*time.Millisecond)
+	o.WaitTimeout = cmp.Or(o.WaitTimeout, 120*time.Second)
+	o.LeaderWait = cmp.Or(o.LeaderWait, 10*time.Second)
+	o.MaxBody = cmp.Or(o.MaxBody, 64<<20)
+	if o.Observer == nil {
+		o.Observer = nopObserver{}
+	}
+	if o.Health == nil {
+		o.Health = alwaysHealthy{}
+	}
+	return &Coalescer{o: o}, nil
+}
+
+// readsWithLock is the one decision of whether a flight's lock call also
+// reads the prompt's entries (one Redis round trip instead of two): in
+// distributed mode, unless the request wants entries fresher than some
+// time, which it must check itself.
+func (c *Coalescer) readsWithLock(req *Request) bool {
+	return c.o.Locker != nil && req.MinStoredAt.IsZero()
+}
+
+// Lookup serves a request from the cache before it joins a flight: the
+// stored answer (Hit) or remembered failure (Negative). ok=false is a
+// miss. A no-cache request never reads; a streaming request whose lock
+// call reads the entries skips this separate read, so a streaming miss
+// pays one Redis round trip before its upstream call (time to first byte
+// is what streams are for).
+func (c *Coalescer) Lookup(ctx context.Context, req *Request) (out Outcome, ok bool) {
+	if req.NoCache || (req.Stream && c.readsWithLock(req)) {
+		return Outcome{}, false
+	}
+	e, neg := c.lookup(ctx, keying.Name(req.Tenant, req.Hash, keying.Response), negcache.Key(req.Tenant, req.Hash), req.MinStoredAt)
+	if e == nil {
+		return Outcome{}, false
+	}
+	return Outcome{Entry: e, Source: storedSource(neg, false)}, true
+}
+
+// lookup reads a prompt's positive and negative entries in one round trip
+// and returns the one to serve (negcache.Pick). A store failure is a miss.
+func (c *Coalescer) lookup(ctx context.Context, name, negName string, minStoredAt time.Time) (e *entry.Entry, negative bool) {
+	if !c.o.Health.Allow() {
+		return nil, false
+	}
+	es, err := c.o.Store.GetMany(ctx, name, negName)
+	c.o.Health.Record(err)
+	if err != nil {
+		return nil, false
+	}
+	return negcache.Pick(es[0], es[1], minStoredAt)
+}
+
+// store saves an entry; a store failure is recorded, never returned.
+func (c *Coalescer) store(ctx context.Context, name string, e *entry.Entry, ttl time.Duration) bool {
+	if !c.o.Health.Allow() {
+		return false
+	}
+	err := c.o.Store.Set(ctx, name, e, ttl)
+	if errors.Is(err, entry.ErrNotCacheable) {
+		return false
+	}
+	c.o.Health.Record(err)
+	return err == nil
+}
+
+// keys are the Redis names that hang off one prompt.
+type keys struct {
+	entry, negative, lock, stream string
+}
+
+func names(req *Request) keys {
+	return keys{
+		entry:    keying.Name(req.Tenant, req.Hash, keying.Response),
+		negative: negcache.Key(req.Tenant, req.Hash),
+		lock:     keying.Name(req.Tenant, req.Hash, keying.Lock),
+		stream:   keying.Name(req.Tenant, req.Hash, keying.Stream),
+	}
+}
+
+// Join joins the flight for the tenant's prompt hash, starting it with the
+// request build returns when none is running. Every caller must Leave.
+func (c *Coalescer) Join(tenant, hash string, build func() *Request) *Flight {
+	g := c.groupFor(tenant)
+	f, leader := g.Join(hash, func() (*state, flight.Work) {
+		st := &state{rec: flight.NewRecord(), streaming: make(chan struct{})}
+		req := build()
+		c.running.Add(1) // under the group's lock, before the work starts
+		return st, func(ctx context.Context) error {
+			defer c.running.Done()
+			defer st.rec.Close(errFlightEnded) // a no-op when the stream ended properly
+			out, err := c.run(ctx, req, st)
+			st.out = out // read by waiters only after the flight is done
+			return err
+		}
+	})
+	return &Flight{f: f, leader: leader}
+}
+
+// GroupStats is what a tenant's flight group tells about itself.
+type GroupStats interface {
+	Len() int // flights in progress
+	Stats() flight.Stats
+}
+
+// Group is the tenant's flight group, for stats.
+func (c *Coalescer) Group(tenant string) GroupStats { return c.groupFor(tenant) }
+
+func (c *Coalescer) groupFor(id string) *group {
+	if g, ok := c.groups.Load(id); ok {
+		return g.(*group)
+	}
+	g, _ := c.groups.LoadOrStore(id, new(group))
+	return g.(*group)
+}
+
+// Wait waits for flights still running after their clients left (a
+// distributed leader finishes its call for waiters elsewhere), so a
+// shutdown stores their answers and releases their locks before the Redis
+// client closes. It gives up when ctx ends.
+func (c *Coalescer) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		c.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// state is shared by everyone in a flight. rec and streaming are usable at
+// once; header and mirrored are set before streaming is closed; streamed
+// before rec ends cleanly; out before the flight is done.
+type state struct {
+	rec       *flight.Record
+	streaming chan struct{}
+	header    map[string][]string
+	mirrored  bool // the stream is another instance's
+	streamed  Outcome
+	out       Outcome
+}
+
+// Flight is one caller's membership of a flight.
+type Flight struct {
+	f      *flight.Flight[*state]
+	leader bool
+}
+
+// Leader reports that this caller started the flight.
+func (f *Flight) Leader() bool { return f.leader }
+
+// Streaming is closed when the answer is an event stream being relayed
+// (the upstream's, or another instance's live stream).
+func (f *Flight) Streaming() <-chan struct{} { return f.f.Value().streaming }
+
+// IsStreaming reports that Streaming is closed, without waiting.
+func (f *Flight) IsStreaming() bool { return closed(f.f.Value().streaming) }
+
+// Ended reports that Done is closed, without waiting.
+func (f *Flight) Ended() bool { return closed(f.f.Done()) }
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+	default:
+		return false
+	}
+	return true
+}
+
+// Header is the stream's response header; valid once Streaming is closed.
+func (f *Flight) Header() map[string][]string { return f.f.Value().header }
+
+// Cursor reads the stream from its first event, then live; valid once
+// Streaming is closed. It ends with io.EOF when the stream ended cleanly.
+func (f *Flight) Cursor() *flight.Cursor { return f.f.Value().rec.Cursor() }
+
+// Streamed is the outcome of a stream that ended cleanly; valid once a
+// Cursor returned io.EOF. It travels with the record's end so that a
+// follower has it as soon as it has the last event, before the flight has
+// released its lock.
+func (f *Flight) Streamed() Outcome { return f.f.Value().streamed }
+
+// StreamSource is what the stream is to this caller: the leader's own
+// call, or another's (a follower here, or a mirror of another instance).
+func (f *Flight) StreamSource() Source {
+	if f.leader && !f.f.Value().mirrored {
+		return Miss
+	}
+	return Coalesced
+}
+
+// Done is closed when the flight has ended.
+func (f *Flight) Done() <-chan struct{} { return f.f.Done() }
+
+// Result is the flight's outcome and error; valid once Done is closed. A
+// panicking flight's error is a *flight.PanicError.
+func (f *Flight) Result() (Outcome, error) { return f.f.Value().out, f.f.Err() }
+
+// Source is what an outcome of this flight is to this caller: the
+// leader's own; to a follower, a stored answer the flight found, or else
+// another request's call.
+func (f *Flight) Source(o Outcome) Source {
+	if f.leader || o.Source == Hit || o.Source == Negative {
+		return o.Source
+	}
+	return Coalesced
+}
+
+// Leave ends this caller's wait; the last to leave cancels the flight.
+func (f *Flight) Leave() { f.f.Leave() }
+
+type nopObserver struct{}
+
+func (nopObserver) Called(*Request, Outcome, error, time.Duration) {}
+func (nopObserver) TookOver()                                      {}
+
+type alwaysHealthy struct{}
+
+func (alwaysHealthy) Allow() bool  { return true }
+func (alwaysHealthy) Record(error) {}

@@ -1,0 +1,117 @@
+package coalesce
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/corralhq/corral/internal/cache/entry"
+)
+
+// Store holds answers and remembered failures (cache.Memory, cache.Redis).
+type Store interface {
+	// GetMany reads keys in one round trip; a missing key is nil.
+	GetMany(ctx context.Context, keys ...string) ([]*entry.Entry, error)
+	// Set stores e for ttl; entry.ErrNotCacheable means it was refused.
+	Set(ctx context.Context, key string, e *entry.Entry, ttl time.Duration) error
+}
+
+// Release gives a held lock back; a lock is renewed until released.
+type Release func(ctx context.Context) error
+
+// Locker is the cross-instance leader lock: one holder per name at a time.
+type Locker interface {
+	// TryAcquire takes name if nobody holds it; ok=false means another
+	// holds it. Taking it deletes clear (the previous leader's stream).
+	TryAcquire(ctx context.Context, name string, clear ...string) (release Release, ok bool, err error)
+	// TryAcquireOrRead reads keys and takes name only when none of them
+	// holds a usable entry, in one round trip; found are the entries read
+	// (nil where absent). Taking it deletes clear.
+	TryAcquireOrRead(ctx context.Context, name string, keys []string, clear ...string) (release Release, ok bool, found []*entry.Entry, err error)
+	// Holder is the token of whoever holds name, "" when nobody does.
+	Holder(ctx context.Context, name string) (string, error)
+}
+
+// Bus carries "done" notices between instances.
+type Bus interface {
+	// Watch returns a channel closed when name is announced done; cancel
+	// must be called when the watcher stops.
+	Watch(name string) (ch <-chan struct{}, cancel func())
+	Publish(ctx context.Context, name string) error
+}
+
+// Streams carries a live stream between instances.
+type Streams interface {
+	// Append adds events to key's stream.
+	Append(ctx context.Context, key string, events [][]byte) error
+	// End marks the stream finished; cleanly when cause is nil.
+	End(ctx context.Context, key string, cause error) error
+	// Read returns the events after the id after ("0": from the start),
+	// blocking up to block for new ones.
+	Read(ctx context.Context, key, after string, block time.Duration) (StreamBatch, error)
+	// Followable reports a stream worth following: live, or ended cleanly.
+	Followable(ctx context.Context, key string) (bool, error)
+}
+
+// StreamBatch is what one Streams.Read returns.
+type StreamBatch struct {
+	Events [][]byte
+	Next   string // the id to read after next time
+	Ended  bool   // the end marker was read
+	Err    error  // with Ended: nil for a clean end, else why it broke
+}
+
+// Health is Redis's health as the instance sees it (internal/breaker):
+// Allow before a Redis call, Record its outcome.
+type Health interface {
+	Allow() bool
+	Record(err error)
+}
+
+// Caller makes a flight's one upstream call (the server, over HTTP).
+type Caller interface {
+	// Call sends req upstream. An error is a call that produced no
+	// response (timeout, connection); the flight returns it as it is.
+	Call(ctx context.Context, req *Request) (*Response, error)
+}
+
+// Response is an upstream answer as the flight needs it.
+type Response struct {
+	Status int
+	// Header is what the client may see (hop-by-hop and credentials
+	// removed); Kept is what a stored entry keeps (entry.KeepHeaders).
+	Header, Kept map[string][]string
+	// EventStream is true for a text/event-stream body.
+	EventStream bool
+	Body        io.ReadCloser
+	// Changed reports that the body sent was the prepared one, not the
+	// client's (wire.Format.Prepare): a 400 to it is not remembered.
+	Changed bool
+}
+
+// Observer is told what flights do, for metrics and usage.
+type Observer interface {
+	// Called reports one upstream call: what it answered (out, err) and
+	// how long it took.
+	Called(req *Request, out Outcome, err error, d time.Duration)
+	// TookOver reports a lock taken over from a leader that left without
+	// an answer.
+	TookOver()
+}
+
+// Tokens is a tenant's tokens/min budget for one request: taken only by a
+// flight that goes upstream (hits and followers cost nothing).
+type Tokens interface {
+	// Take charges the estimate; an error refuses the call and is the
+	// flight's error (the HTTP layer renders it).
+	Take(ctx context.Context) error
+	// Charge charges what real usage exceeded the estimate by.
+	Charge(ctx context.Context, actual int)
+}
+
+// Leaders is a tenant's per-instance semaphore of upstream calls
+// (*semaphore.Weighted).
+type Leaders interface {
+	Acquire(ctx context.Context, n int64) error
+	Release(n int64)
+}

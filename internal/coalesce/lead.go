@@ -1,0 +1,293 @@
+package coalesce
+
+import (
+	"context"
+	"time"
+
+	"github.com/corralhq/corral/internal/cache/entry"
+)
+
+// run is a flight's work: become the one leader across instances (or
+// follow the one that is), double-check the cache, admit, call upstream,
+// classify, store, tell the other instances. It runs on the flight's
+// detached context and returns the flight's answer.
+func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, error) {
+	if c.o.Locker != nil {
+		// Waiters on other instances may depend on this flight, unseen
+		// here: it runs to its end (each step has its own timeout) even
+		// when every local waiter has left.
+		ctx = context.WithoutCancel(ctx)
+	}
+	k := names(req)
+	l, err := c.lead(ctx, req, k, st)
+	if l.done {
+		return l.out, err
+	}
+	publish := l.release != nil && c.o.Streams != nil
+	if l.release != nil {
+		defer func() {
+			// A fresh context: the flight's may be cancelled, and a lock
+			// left behind would stall every waiter for a whole TTL.
+			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			c.o.Health.Record(l.release(rctx))
+			if c.o.Bus != nil {
+				c.o.Health.Record(c.o.Bus.Publish(rctx, k.entry))
+			}
+		}()
+	}
+
+	// Double-check: another flight (here or elsewhere) may have stored the
+	// answer between our lookup and becoming leader. A no-cache leader
+	// skipped the lookup on purpose and wants the upstream's answer, unless
+	// it waited for another instance's leader, whose answer is fresh.
+	if (!req.NoCache || l.waited) && !l.checked {
+		if e, neg := c.lookup(ctx, k.entry, k.negative, req.MinStoredAt); e != nil {
+			return Outcome{Entry: e, Source: storedSource(neg, false)}, nil
+		}
+	}
+
+	// Tokens/min is charged only by requests that go upstream: hits and
+	// followers cost no tokens.
+	if req.Tokens != nil {
+		if err := req.Tokens.Take(ctx); err != nil {
+			return Outcome{}, err
+		}
+	}
+
+	// The leader semaphore bounds this tenant's concurrent upstream calls
+	// on this instance; it is held only for the call itself.
+	wctx, cancel := context.WithTimeout(ctx, c.o.LeaderWait)
+	err = req.Leaders.Acquire(wctx, 1)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return Outcome{}, ctx.Err()
+		}
+		return Outcome{}, &ConcurrencyError{Max: req.MaxLeaders}
+	}
+	defer req.Leaders.Release(1)
+
+	start := time.Now()
+	out, err := c.call(ctx, req, k, st, publish)
+	out.Source, out.Upstream = Miss, time.Since(start)
+	c.o.Observer.Called(req, out, err, out.Upstream)
+	return out, err
+}
+
+// leadership is how lead ended.
+type leadership struct {
+	// release is the held lock; nil with done=false means lead without a
+	// lock: embedded mode, Redis unreachable, or the wait timed out.
+	release Release
+	// done: out is the flight's answer (another instance's entry, or its
+	// live stream mirrored into the record); no upstream call is made.
+	done bool
+	out  Outcome
+	// waited: another instance led first.
+	waited bool
+	// checked: the lock was taken in the round trip that found no entry.
+	checked bool
+}
+
+// lead makes this flight the leader across instances, or waits for the
+// instance that is.
+func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (l leadership, err error) {
+	if c.o.Locker == nil {
+		return l, nil
+	}
+	deadline := time.NewTimer(c.o.WaitTimeout)
+	defer deadline.Stop()
+	combined := c.readsWithLock(req)
+	var clear []string
+	if c.o.Streams != nil {
+		// Taking the lock deletes a previous leader's live stream, so a
+		// stream present under a held lock is its holder's.
+		clear = []string{k.stream}
+	}
+	for {
+		if !c.o.Health.Allow() {
+			return l, nil // Redis is down: lead locally
+		}
+		var (
+			release Release
+			ok      bool
+			looked  bool // the entries were read in the same round trip
+		)
+		if combined {
+			var found []*entry.Entry
+			release, ok, found, err = c.o.Locker.TryAcquireOrRead(ctx, k.lock, []string{k.entry, k.negative}, clear...)
+			if err == nil {
+				if e, neg := pickFound(found); e != nil {
+					return leadership{done: true, waited: l.waited, out: Outcome{Entry: e, Source: storedSource(neg, l.waited)}}, nil
+				}
+				looked = true
+			}
+		} else {
+			release, ok, err = c.o.Locker.TryAcquire(ctx, k.lock, clear...)
+		}
+		c.o.Health.Record(err)
+		if ok {
+			if l.waited {
+				// The leader we waited for released or lost its lock
+				// without an answer (it failed, or its instance died).
+				c.o.Observer.TookOver()
+			}
+			l.release, l.checked = release, looked
+			return l, nil
+		}
+		if err == nil {
+			l.waited = true // another instance holds the lock
+		}
+		// Watch before looking, so a "done" sent between the look and the
+		// wait is not missed. A Redis error here is not a reason to lead:
+		// a leader exists; keep waiting unless the breaker trips.
+		ch, unwatch := c.watch(k.entry)
+		if !looked {
+			if e, _ := c.lookup(ctx, k.entry, k.negative, req.MinStoredAt); e != nil {
+				unwatch()
+				return leadership{done: true, waited: l.waited, out: Outcome{Entry: e, Source: Coalesced}}, nil
+			}
+		}
+		if c.o.Streams != nil {
+			// Follow a stream that is live or ended cleanly; an attempt
+			// that already failed is not joined: its lock is about to go,
+			// and then this flight leads a new one.
+			if follow, ferr := c.o.Streams.Followable(ctx, k.stream); ferr == nil && follow {
+				unwatch()
+				out, err := c.mirror(ctx, req, k, st)
+				return leadership{done: true, waited: l.waited, out: out}, err
+			}
+		}
+		poll := time.NewTimer(c.o.PollInterval)
+		var stop bool
+		select {
+		case <-ch:
+		case <-poll.C:
+		case <-deadline.C:
+			stop = true
+			if c.o.FailOnWaitTimeout {
+				l.done, err = true, ErrWaitTimeout
+			}
+		case <-ctx.Done():
+			stop, l.done, err = true, true, ctx.Err()
+		}
+		unwatch()
+		poll.Stop()
+		if stop {
+			return l, err
+		}
+	}
+}
+
+// pickFound chooses from the entries read with the lock (response, then
+// negative): the response wins.
+func pickFound(found []*entry.Entry) (*entry.Entry, bool) {
+	for i, e := range found {
+		if e != nil {
+			return e, i == 1
+		}
+	}
+	return nil, false
+}
+
+func (c *Coalescer) watch(name string) (<-chan struct{}, func()) {
+	if c.o.Bus == nil {
+		return nil, func() {}
+	}
+	return c.o.Bus.Watch(name)
+}
+
+// mirror follows another instance's live stream into this flight's
+// record: one blocking reader per instance, fanned out to its local
+// followers. A leader that dies mid-stream stops renewing its lock; when
+// the lock lapses (or passes to a successor) and no end marker came, the
+// followers' streams end with an error instead of hanging.
+func (c *Coalescer) mirror(ctx context.Context, req *Request, k keys, st *state) (Outcome, error) {
+	st.header = map[string][]string{"Content-Type": {"text/event-stream"}}
+	st.mirrored = true
+	close(st.streaming)
+	holder, _ := c.o.Locker.Holder(ctx, k.lock)
+	block := max(c.o.LockTTL/4, 20*time.Millisecond)
+	after := "0"
+	var events [][]byte
+	for {
+		b, err := c.o.Streams.Read(ctx, k.stream, after, block)
+		if ctx.Err() != nil {
+			st.rec.Close(ctx.Err())
+			return Outcome{}, ctx.Err()
+		}
+		c.o.Health.Record(err)
+		for _, ev := range b.Events {
+			st.rec.Append(ev)
+			events = append(events, ev)
+		}
+		after = b.Next
+		switch {
+		case b.Ended && b.Err != nil:
+			st.rec.Close(b.Err)
+			return Outcome{}, &StreamError{Err: b.Err}
+		case b.Ended:
+			// The followers have the whole stream, whether or not an
+			// answer can be made of it.
+			out, err := c.mirroredAnswer(ctx, req, k, events)
+			st.endStream(out)
+			return out, err
+		case err != nil && !c.o.Health.Allow(), len(b.Events) == 0 && !c.leaderAlive(ctx, k, holder):
+			// The leader may have finished and stored its answer but
+			// failed to write the end marker: look before failing.
+			if e, _ := c.lookup(ctx, k.entry, k.negative, time.Time{}); e != nil {
+				out := Outcome{Entry: e, Source: Coalesced}
+				st.endStream(out)
+				return out, nil
+			}
+			st.rec.Close(ErrLeaderGone)
+			return Outcome{}, &StreamError{Err: ErrLeaderGone}
+		case err != nil:
+			// A Redis hiccup: pause as long as a poll before reading again.
+			t := time.NewTimer(c.o.PollInterval)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
+}
+
+// mirroredAnswer is the answer when the leader's stream ended cleanly: the
+// entry it stored before its end marker, or the answer rebuilt from the
+// events when storing failed.
+func (c *Coalescer) mirroredAnswer(ctx context.Context, req *Request, k keys, events [][]byte) (Outcome, error) {
+	out := Outcome{Source: Coalesced}
+	if e, _ := c.lookup(ctx, k.entry, k.negative, time.Time{}); e != nil {
+		out.Entry = e
+		return out, nil
+	}
+	asm := req.Format.NewAssembler(req.Endpoint)
+	for _, ev := range events {
+		asm.Add(ev)
+	}
+	body, u, err := asm.Finish()
+	if err != nil {
+		return out, &StreamError{Err: ErrStreamIncomplete}
+	}
+	out.Entry = answerEntry(body, u)
+	return out, nil
+}
+
+// leaderAlive reports whether the leader being mirrored still holds (and
+// so renews) its lock: the same token as when mirroring began. A successor
+// holding it is not our leader. An unanswered question counts as alive:
+// the stream's own expiry bounds the wait.
+func (c *Coalescer) leaderAlive(ctx context.Context, k keys, holder string) bool {
+	now, err := c.o.Locker.Holder(ctx, k.lock)
+	return err != nil || (now != "" && now == holder)
+}
+
+// endStream ends the record cleanly and hands the stream's outcome to its
+// followers with that end.
+func (st *state) endStream(out Outcome) {
+	st.streamed = out
+	st.rec.Close(nil)
+}

@@ -1,0 +1,129 @@
+package coalesce
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/corralhq/corral/internal/cache/entry"
+	"github.com/corralhq/corral/internal/wire"
+)
+
+// Request is what the leader's request contributes to its flight.
+type Request struct {
+	Tenant   string
+	Hash     string // the prompt's key hash (keying)
+	Endpoint string // the API path below /v1
+	Model    string
+	Format   wire.Format
+
+	// Stream: the leader's client streams. In distributed mode its lookup
+	// then rides the lock's round trip (see Coalescer.Lookup).
+	Stream      bool
+	NoCache     bool      // the leader asked for a fresh upstream answer
+	MinStoredAt time.Time // entries stored before this are not served
+	TTL         time.Duration
+	NegativeTTL time.Duration
+
+	// Body is sent upstream; Original is the client's body when Body was
+	// prepared from it (wire.Format.Prepare), else nil.
+	Body     []byte
+	Original []byte
+	Header   map[string][]string // the leader's request headers, cloned
+
+	Leaders    Leaders // the tenant's semaphore of upstream calls
+	MaxLeaders int
+	Tokens     Tokens // nil: no tokens/min limit
+}
+
+// Source is where an answer came from, as X-Corral-Cache names it.
+type Source uint8
+
+const (
+	// Miss: this flight called upstream (the zero value: a flight that
+	// failed before answering was still a miss).
+	Miss Source = iota
+	// Hit: a stored answer.
+	Hit
+	// Negative: a remembered deterministic failure.
+	Negative
+	// Coalesced: another request's call answered, on this instance or
+	// another.
+	Coalesced
+)
+
+func (s Source) String() string {
+	switch s {
+	case Miss:
+		return "MISS"
+	case Hit:
+		return "HIT"
+	case Negative:
+		return "NEGATIVE"
+	case Coalesced:
+		return "COALESCED"
+	}
+	return "Source(" + strconv.Itoa(int(s)) + ")"
+}
+
+// storedSource is the one decision of what a stored entry found by a
+// flight is to its caller: a remembered failure, or an answer that is a
+// hit, unless the flight waited for another instance's leader, whose
+// answer it is.
+func storedSource(negative, waited bool) Source {
+	switch {
+	case waited:
+		return Coalesced
+	case negative:
+		return Negative
+	}
+	return Hit
+}
+
+// Outcome is a flight's answer.
+type Outcome struct {
+	// Entry is the answer: a 200, or an upstream error passed through.
+	// Nil when the flight ended with an error.
+	Entry  *entry.Entry
+	Source Source
+	// Stored reports that this flight stored Entry.
+	Stored bool
+	// Upstream is how long the upstream call took (0 when none was made).
+	Upstream time.Duration
+}
+
+// Errors a flight ends with. Errors from Caller.Call and Tokens.Take are
+// returned as they are.
+var (
+	// ErrUpstreamAuth: the upstream refused Corral's own credential (401
+	// or 403). Never the client's fault.
+	ErrUpstreamAuth = errors.New("coalesce: the upstream refused the gateway's credential")
+	// ErrTooLarge: the upstream answer was larger than Options.MaxBody.
+	ErrTooLarge = errors.New("coalesce: upstream answer too large")
+	// ErrWaitTimeout: another instance's call did not finish within
+	// WaitTimeout and Options.FailOnWaitTimeout is set.
+	ErrWaitTimeout = errors.New("coalesce: timed out waiting for another instance's call")
+	// ErrLeaderGone: the instance streaming the answer stopped renewing its
+	// lock before finishing.
+	ErrLeaderGone = errors.New("the instance streaming this answer stopped before finishing")
+	// ErrStreamIncomplete: a stream ended before its final event.
+	ErrStreamIncomplete = errors.New("upstream stream ended before it was complete")
+
+	// errFlightEnded closes a stream record its flight abandoned.
+	errFlightEnded = errors.New("flight ended before the stream completed")
+)
+
+// ConcurrencyError: the tenant's leader semaphore stayed full for the
+// whole LeaderWait.
+type ConcurrencyError struct{ Max int }
+
+func (e *ConcurrencyError) Error() string {
+	return "coalesce: tenant concurrency limit " + strconv.Itoa(e.Max) + " reached"
+}
+
+// StreamError: an event stream (the upstream's, or another instance's
+// live stream) broke after it started; Err says why.
+type StreamError struct{ Err error }
+
+func (e *StreamError) Error() string { return "coalesce: stream broke: " + e.Err.Error() }
+func (e *StreamError) Unwrap() error { return e.Err }

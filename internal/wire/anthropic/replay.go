@@ -1,0 +1,133 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+)
+
+// maxPiece bounds the text of one replayed delta, in bytes.
+const maxPiece = 8 << 10
+
+// Replay renders a stored Message as the events a streaming client
+// receives: message_start (the message without content, stop reason, and
+// with its input usage), for each content block content_block_start (text
+// empty, tool input {}, thinking and signature empty), its deltas
+// (text_delta pieces, the tool input as one input_json_delta, thinking_delta
+// and signature_delta) and content_block_stop, then message_delta (stop
+// reason, stop sequence, output tokens) and message_stop. Blocks of other
+// kinds start as stored and stop.
+func Replay(body []byte) ([][]byte, error) {
+	compact := bytes.NewBuffer(make([]byte, 0, len(body)))
+	if err := json.Compact(compact, body); err != nil {
+		return nil, fmt.Errorf("anthropic: replay: %w", err)
+	}
+	var msg map[string]json.RawMessage
+	if err := json.Unmarshal(compact.Bytes(), &msg); err != nil {
+		return nil, fmt.Errorf("anthropic: replay: %w", err)
+	}
+	var content []map[string]json.RawMessage
+	if raw, ok := msg["content"]; ok {
+		if err := json.Unmarshal(raw, &content); err != nil {
+			return nil, fmt.Errorf("anthropic: replay: content: %w", err)
+		}
+	}
+	var u usage
+	_ = json.Unmarshal(msg["usage"], &u)
+
+	var events [][]byte
+	emit := func(typ string, fields map[string]any) {
+		fields["type"] = typ
+		b, _ := json.Marshal(fields)
+		ev := make([]byte, 0, len(b)+len(typ)+16)
+		ev = append(ev, "event: "...)
+		ev = append(ev, typ...)
+		ev = append(ev, "\ndata: "...)
+		ev = append(ev, b...)
+		events = append(events, append(ev, "\n\n"...))
+	}
+	start := make(map[string]json.RawMessage, len(msg))
+	for k, v := range msg {
+		start[k] = v
+	}
+	start["content"] = json.RawMessage(`[]`)
+	start["stop_reason"], start["stop_sequence"] = json.RawMessage(`null`), json.RawMessage(`null`)
+	startUsage := u
+	one := 1
+	startUsage.OutputTokens = &one
+	start["usage"] = mustJSON(startUsage)
+	emit("message_start", map[string]any{"message": start})
+	for i, b := range content {
+		typ := str(b["type"])
+		open := make(map[string]json.RawMessage, len(b))
+		for k, v := range b {
+			open[k] = v
+		}
+		switch typ {
+		case "text":
+			open["text"] = json.RawMessage(`""`)
+			delete(open, "citations")
+		case "thinking":
+			open["thinking"], open["signature"] = json.RawMessage(`""`), json.RawMessage(`""`)
+		case "tool_use", "server_tool_use", "mcp_tool_use":
+			open["input"] = json.RawMessage(`{}`)
+		}
+		emit("content_block_start", map[string]any{"index": i, "content_block": open})
+		switch typ {
+		case "text":
+			var cites []json.RawMessage
+			_ = json.Unmarshal(b["citations"], &cites)
+			for _, c := range cites {
+				emit("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "citations_delta", "citation": c}})
+			}
+			for _, p := range pieces(str(b["text"])) {
+				emit("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": p}})
+			}
+		case "thinking":
+			for _, p := range pieces(str(b["thinking"])) {
+				emit("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "thinking_delta", "thinking": p}})
+			}
+			emit("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "signature_delta", "signature": str(b["signature"])}})
+		case "tool_use", "server_tool_use", "mcp_tool_use":
+			in := string(b["input"])
+			if in == "" || in == "null" {
+				in = "{}"
+			}
+			emit("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": in}})
+		}
+		emit("content_block_stop", map[string]any{"index": i})
+	}
+	delta := map[string]json.RawMessage{"stop_reason": nullIfMissing(msg["stop_reason"]), "stop_sequence": nullIfMissing(msg["stop_sequence"])}
+	out := map[string]any{"output_tokens": 0}
+	if u.OutputTokens != nil {
+		out["output_tokens"] = *u.OutputTokens
+	}
+	emit("message_delta", map[string]any{"delta": delta, "usage": out})
+	emit("message_stop", map[string]any{})
+	return events, nil
+}
+
+func nullIfMissing(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage(`null`)
+	}
+	return raw
+}
+
+// pieces cuts s into parts of at most maxPiece bytes on rune boundaries.
+func pieces(s string) []string {
+	if len(s) <= maxPiece {
+		return []string{s}
+	}
+	var out []string
+	for len(s) > maxPiece {
+		cut := maxPiece
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	return append(out, s)
+}

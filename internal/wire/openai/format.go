@@ -1,0 +1,204 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+
+	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/corralhq/corral/internal/wire/sse"
+)
+
+// Format is OpenAI's wire format for chat completions, legacy completions
+// and embeddings (and the other /v1 paths Corral proxies).
+type Format struct{}
+
+var _ wire.Format = Format{}
+
+// EmbeddingsPath is the endpoint whose answers have no completion.
+const EmbeddingsPath = "/embeddings"
+
+// Parse implements wire.Format with keying's canonical form (its policy
+// drops stream, stream_options, user, metadata and store) and OpenAI's
+// token estimate.
+func (Format) Parse(tenant, endpoint string, body []byte) (wire.Facts, error) {
+	r, err := keying.ParseWith(keying.OpenAI, tenant, endpoint, body)
+	if err != nil {
+		return wire.Facts{}, err
+	}
+	return wire.Facts{
+		Hash:         r.Hash,
+		Model:        r.Model,
+		Stream:       r.Stream,
+		IncludeUsage: r.IncludeUsage,
+		Estimate:     tokenEstimate(endpoint, r.PromptBytes, r.MaxTokens, r.N),
+	}, nil
+}
+
+// tokenEstimate is what a request is charged against tokens/min before it
+// goes upstream, as OpenAI estimates it: the prompt at about 4 bytes per
+// token plus n completions of max_tokens (DefaultMaxTokens when unset).
+// Embeddings have no completion.
+func tokenEstimate(endpoint string, promptBytes, maxTokens, n int) int {
+	if endpoint == EmbeddingsPath {
+		return max((promptBytes+3)/4, 1)
+	}
+	return EstimateTokens(promptBytes, maxTokens, n)
+}
+
+// Prepare implements wire.Format: a streaming request is sent with the
+// usage chunk asked for (WithStreamUsage).
+func (Format) Prepare(f wire.Facts, body []byte) ([]byte, bool) {
+	if !f.Stream {
+		return body, false
+	}
+	out := WithStreamUsage(body)
+	return out, len(out) != len(body)
+}
+
+// WithStreamUsage asks the upstream for the usage chunk when a streaming
+// leader did not mention stream_options: the stored entry then carries
+// usage (so non-streaming hits have it, and tokens/min sees real numbers),
+// and any follower that asks for usage can have it. The chunk is filtered
+// out for clients that did not ask. This splice is the only change Corral
+// ever makes to a body; a body that mentions stream_options anywhere is
+// forwarded as it is.
+func WithStreamUsage(body []byte) []byte {
+	if bytes.Contains(body, []byte(`"stream_options"`)) {
+		return body
+	}
+	end := bytes.LastIndexByte(body, '}')
+	if end < 0 {
+		return body
+	}
+	before := bytes.TrimRight(body[:end], " \t\r\n")
+	out := make([]byte, 0, len(body)+48)
+	out = append(out, before...)
+	if len(before) > 0 && before[len(before)-1] != '{' {
+		out = append(out, ',')
+	}
+	out = append(out, `"stream_options":{"include_usage":true}`...)
+	return append(out, body[end:]...)
+}
+
+// IsEnd implements wire.Format: the data-only event [DONE].
+func (Format) IsEnd(ev []byte) bool { return IsDone(sse.Data(ev)) }
+
+// NewAssembler implements wire.Format over Assembler.
+func (Format) NewAssembler(endpoint string) wire.Assembler {
+	return &streamAssembler{a: NewAssembler(endpoint)}
+}
+
+// streamAssembler feeds raw events to an Assembler: [DONE] ends the
+// stream, and the first event the Assembler refuses (an error event)
+// stops the feeding; Finish reports it.
+type streamAssembler struct {
+	a      *Assembler
+	broken bool
+}
+
+func (s *streamAssembler) Add(ev []byte) bool {
+	data := sse.Data(ev)
+	if IsDone(data) {
+		_ = s.a.Add(data) // an earlier refusal is sticky and returned by Finish
+		return true
+	}
+	if len(data) > 0 && !s.broken && s.a.Add(data) != nil {
+		s.broken = true // e.g. an error event mid-stream: relayed, never stored
+	}
+	return false
+}
+
+// ErrStreamIncomplete is Finish's answer for a stream without [DONE] or
+// with a choice that never finished.
+var ErrStreamIncomplete = errors.New("openai: stream incomplete")
+
+func (s *streamAssembler) Finish() ([]byte, wire.Usage, error) {
+	if !s.a.Complete() {
+		if s.a.err != nil {
+			return nil, wire.Usage{}, s.a.err
+		}
+		return nil, wire.Usage{}, ErrStreamIncomplete
+	}
+	body, err := s.a.Body()
+	if err != nil {
+		return nil, wire.Usage{}, err
+	}
+	var u wire.Usage
+	u.Prompt, u.Completion, u.Known = s.a.Usage()
+	return body, u, nil
+}
+
+// Usage implements wire.Format: the usage object of a whole answer.
+func (Format) Usage(body []byte) wire.Usage {
+	var v struct {
+		Usage *struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Usage == nil {
+		return wire.Usage{}
+	}
+	return wire.Usage{Prompt: v.Usage.PromptTokens, Completion: v.Usage.CompletionTokens, Known: true}
+}
+
+// Replay implements wire.Format with Replay.
+func (Format) Replay(endpoint string, body []byte, f wire.Facts) ([][]byte, error) {
+	return Replay(endpoint, body, f.IncludeUsage)
+}
+
+// Hidden implements wire.Format: a follower that did not ask for usage
+// does not get the usage chunk the leader's splice asked for.
+func (Format) Hidden(f wire.Facts) func([]byte) bool {
+	if f.IncludeUsage {
+		return nil
+	}
+	return IsUsageEvent
+}
+
+// IsUsageEvent reports whether ev is the usage-only chunk a stream sends
+// when include_usage is set: no choices, a usage object. Only events that
+// mention usage are decoded, whatever their JSON spacing.
+func IsUsageEvent(ev []byte) bool {
+	// Every chunk of a stream that asked for usage carries "usage":null;
+	// only one with a usage object can be the usage chunk.
+	if !bytes.Contains(ev, []byte(`"usage":{`)) && !bytes.Contains(ev, []byte(`"usage": {`)) {
+		return false
+	}
+	var chunk struct {
+		Choices []json.RawMessage `json:"choices"`
+		Usage   json.RawMessage   `json:"usage"`
+	}
+	if json.Unmarshal(sse.Data(ev), &chunk) != nil {
+		return false
+	}
+	return chunk.Choices != nil && len(chunk.Choices) == 0 && len(chunk.Usage) > 0 && string(chunk.Usage) != "null"
+}
+
+// ErrorBody implements wire.Format: OpenAI's error object,
+// {"error":{"message":...,"type":...,"param":...,"code":...}}.
+func (Format) ErrorBody(e wire.Error) []byte {
+	var param any
+	if e.Param != "" {
+		param = e.Param
+	}
+	b, _ := json.Marshal(errorEnvelope{Error: errorDetail{e.Message, e.Type, param, e.Code}})
+	return b
+}
+
+type errorEnvelope struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   any    `json:"param"`
+	Code    string `json:"code"`
+}
+
+// ErrorEvent implements wire.Format: the error object as a data-only
+// event, with no [DONE] after it.
+func (f Format) ErrorEvent(e wire.Error) []byte { return ErrorEvent(f.ErrorBody(e)) }

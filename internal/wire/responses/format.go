@@ -1,0 +1,217 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+
+	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/corralhq/corral/internal/wire/openai"
+	"github.com/corralhq/corral/internal/wire/sse"
+)
+
+// Path is the endpoint below /v1.
+const Path = "/responses"
+
+// Policy is the Responses API's keying policy: stream, stream_options,
+// user and metadata do not change the answer; store and
+// previous_response_id do.
+var Policy = keying.NewPolicy(map[string]keying.Drop{
+	"stream":         {Always: keying.Bool | keying.Null},
+	"stream_options": {Always: keying.Null, WhenStreaming: keying.Object},
+	"metadata":       {Always: keying.Object | keying.Null},
+	"user":           {Always: keying.String | keying.Null},
+})
+
+// DefaultMaxOutputTokens is the completion size the estimate assumes when
+// a request sets no max_output_tokens.
+const DefaultMaxOutputTokens = 256
+
+// Format is the Responses API's wire format.
+type Format struct{}
+
+var _ wire.Format = Format{}
+
+// facts is what Parse reads beside the key. encoding/json matches keys in
+// any case, which errs toward bypassing: a body an upstream might read as
+// background or with hosted tools is never cached.
+type facts struct {
+	MaxOutputTokens *float64        `json:"max_output_tokens"`
+	Background      *bool           `json:"background"`
+	Conversation    json.RawMessage `json:"conversation"`
+	Tools           []struct {
+		Type string `json:"type"`
+	} `json:"tools"`
+}
+
+// Parse implements wire.Format.
+func (Format) Parse(tenant, endpoint string, body []byte) (wire.Facts, error) {
+	r, err := keying.ParseWith(Policy, tenant, endpoint, body)
+	if err != nil {
+		return wire.Facts{}, err
+	}
+	var fx facts
+	if err := json.Unmarshal(body, &fx); err != nil {
+		// The keying parser accepted it; a field of an unexpected type
+		// (tools not an array) is the upstream's to refuse. Cache nothing.
+		return wire.Facts{Hash: r.Hash, Model: r.Model, Stream: r.Stream, Estimate: estimate(len(body), 0), Bypass: "unreadable fields"}, nil
+	}
+	maxOut := 0
+	if fx.MaxOutputTokens != nil && *fx.MaxOutputTokens > 0 && *fx.MaxOutputTokens < math.MaxInt32 {
+		maxOut = int(*fx.MaxOutputTokens)
+	}
+	return wire.Facts{
+		Hash:     r.Hash,
+		Model:    r.Model,
+		Stream:   r.Stream,
+		Estimate: estimate(len(body), maxOut),
+		Bypass:   bypass(&fx),
+	}, nil
+}
+
+// bypass names why a request is never cached or coalesced, or "".
+func bypass(fx *facts) string {
+	switch {
+	case fx.Background != nil && *fx.Background:
+		return "background"
+	case len(fx.Conversation) > 0 && string(fx.Conversation) != "null":
+		return "conversation"
+	}
+	for _, t := range fx.Tools {
+		if t.Type != "function" && t.Type != "custom" {
+			return "hosted tool " + t.Type
+		}
+	}
+	return ""
+}
+
+// estimate is the tokens/min charge before the call: the whole body at 4
+// bytes a token, plus max_output_tokens or DefaultMaxOutputTokens.
+func estimate(bodyBytes, maxOut int) int {
+	if maxOut <= 0 {
+		maxOut = DefaultMaxOutputTokens
+	}
+	return (bodyBytes+3)/4 + maxOut
+}
+
+// Prepare implements wire.Format: the body goes as it is (the Responses
+// stream always carries usage in response.completed).
+func (Format) Prepare(_ wire.Facts, body []byte) ([]byte, bool) { return body, false }
+
+// IsEnd implements wire.Format: response.completed, response.failed,
+// response.incomplete and error end a Responses stream.
+func (Format) IsEnd(ev []byte) bool {
+	switch eventType(ev) {
+	case "response.completed", "response.failed", "response.incomplete", "error":
+		return true
+	}
+	return false
+}
+
+// eventType is an event's type: its "event:" line, else the "type" of its data.
+func eventType(ev []byte) string {
+	for line := range bytes.SplitSeq(ev, []byte{'\n'}) {
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if t, ok := bytes.CutPrefix(line, []byte("event:")); ok {
+			return string(bytes.TrimSpace(t))
+		}
+	}
+	var v struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(sse.Data(ev), &v)
+	return v.Type
+}
+
+// NewAssembler implements wire.Format.
+func (Format) NewAssembler(string) wire.Assembler { return &Assembler{} }
+
+// Usage implements wire.Format: input_tokens + output_tokens of a response.
+func (Format) Usage(body []byte) wire.Usage {
+	var v struct {
+		Usage *struct {
+			InputTokens  int `json:"input_tokens"`
+			OutputTokens int `json:"output_tokens"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Usage == nil {
+		return wire.Usage{}
+	}
+	return wire.Usage{Prompt: v.Usage.InputTokens, Completion: v.Usage.OutputTokens, Known: true}
+}
+
+// Replay implements wire.Format with Replay.
+func (Format) Replay(_ string, body []byte, _ wire.Facts) ([][]byte, error) { return Replay(body) }
+
+// Hidden implements wire.Format: followers see every event.
+func (Format) Hidden(wire.Facts) func([]byte) bool { return nil }
+
+// ErrorBody implements wire.Format: the Responses API shares OpenAI's
+// error object.
+func (Format) ErrorBody(e wire.Error) []byte { return openai.Format{}.ErrorBody(e) }
+
+// ErrorEvent implements wire.Format: a stream Corral must cut ends with
+// "event: error" and {"type":"error","code":...,"message":...,"param":...}.
+func (Format) ErrorEvent(e wire.Error) []byte {
+	var param any
+	if e.Param != "" {
+		param = e.Param
+	}
+	b, _ := json.Marshal(struct {
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Param   any    `json:"param"`
+	}{"error", e.Code, e.Message, param})
+	out := make([]byte, 0, len(b)+24)
+	out = append(out, "event: error\ndata: "...)
+	out = append(out, b...)
+	return append(out, "\n\n"...)
+}
+
+// ErrIncomplete is Finish's answer for a stream that did not end with
+// response.completed.
+var ErrIncomplete = errors.New("responses: stream did not end with response.completed")
+
+// Assembler keeps the response of a stream's response.completed event.
+// Every other event is relayed and otherwise ignored (deltas rebuild what
+// response.completed already holds whole), so unknown event types cost
+// nothing and cannot break a stream.
+type Assembler struct {
+	body   []byte
+	failed bool
+	ended  bool
+}
+
+// Add implements wire.Assembler.
+func (a *Assembler) Add(ev []byte) bool {
+	if a.ended {
+		return true
+	}
+	typ := eventType(ev)
+	switch typ {
+	case "response.completed":
+		var v struct {
+			Response json.RawMessage `json:"response"`
+		}
+		if json.Unmarshal(sse.Data(ev), &v) != nil || len(v.Response) == 0 || v.Response[0] != '{' {
+			a.failed = true
+		} else {
+			a.body = append([]byte(nil), v.Response...)
+		}
+		a.ended = true
+	case "response.failed", "response.incomplete", "error":
+		a.failed, a.ended = true, true
+	}
+	return a.ended
+}
+
+// Finish implements wire.Assembler.
+func (a *Assembler) Finish() ([]byte, wire.Usage, error) {
+	if a.failed || a.body == nil {
+		return nil, wire.Usage{}, ErrIncomplete
+	}
+	return a.body, Format{}.Usage(a.body), nil
+}

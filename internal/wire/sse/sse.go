@@ -1,0 +1,95 @@
+// Package sse reads Server-Sent Events as the model APIs send them: whole
+// events as raw bytes (so they can be relayed unchanged) and their data.
+// Every API Corral serves streams this way; what the events mean is each
+// wire format's business (internal/wire/...).
+package sse
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+)
+
+// MaxEventBytes bounds one SSE event; a larger one is a broken upstream.
+const MaxEventBytes = 4 << 20
+
+// ErrEventTooLarge is returned by EventReader for an event over MaxEventBytes.
+var ErrEventTooLarge = errors.New("sse: event too large")
+
+// EventReader reads Server-Sent Events one whole event at a time.
+type EventReader struct {
+	br  *bufio.Reader
+	buf []byte
+}
+
+// NewEventReader reads events from r.
+func NewEventReader(r io.Reader) *EventReader {
+	return &EventReader{br: bufio.NewReaderSize(r, 16<<10)}
+}
+
+// Next returns the next event's raw bytes, including the blank line that
+// ends it, so they can be relayed unchanged. The slice is valid until the
+// next call. At the end of the body Next returns io.EOF; a body that ends
+// inside an event returns io.ErrUnexpectedEOF with the partial bytes.
+func (er *EventReader) Next() ([]byte, error) {
+	er.buf = er.buf[:0]
+	for {
+		line, err := er.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			er.buf = append(er.buf, line...)
+			if len(er.buf) > MaxEventBytes {
+				return nil, ErrEventTooLarge
+			}
+			continue
+		}
+		er.buf = append(er.buf, line...)
+		if len(er.buf) > MaxEventBytes {
+			return nil, ErrEventTooLarge
+		}
+		if err != nil {
+			if err == io.EOF {
+				if len(bytes.TrimSpace(er.buf)) == 0 {
+					return nil, io.EOF
+				}
+				return er.buf, io.ErrUnexpectedEOF
+			}
+			return er.buf, err
+		}
+		if isBlank(line) {
+			if len(er.buf) == len(line) {
+				// Stray blank line between events: skip it.
+				er.buf = er.buf[:0]
+				continue
+			}
+			return er.buf, nil
+		}
+	}
+}
+
+func isBlank(line []byte) bool {
+	return len(line) == 1 || (len(line) == 2 && line[0] == '\r')
+}
+
+// Data returns the concatenated data: field values of a raw event (joined
+// with newlines, per the SSE specification).
+func Data(event []byte) []byte {
+	var out []byte
+	n := 0
+	for len(event) > 0 {
+		var line []byte
+		line, event, _ = bytes.Cut(event, []byte{'\n'})
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		v, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue
+		}
+		v = bytes.TrimPrefix(v, []byte{' '})
+		if n > 0 {
+			out = append(out, '\n')
+		}
+		out = append(out, v...)
+		n++
+	}
+	return out
+}

@@ -1,0 +1,65 @@
+package sse
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestEventReader(t *testing.T) {
+	tests := []struct {
+		name    string
+		give    string
+		want    []string
+		wantErr error
+	}{
+		{"two events", "data: a\n\ndata: b\n\n", []string{"data: a\n\n", "data: b\n\n"}, io.EOF},
+		{"crlf", "data: a\r\n\r\n", []string{"data: a\r\n\r\n"}, io.EOF},
+		{"multi-line event", "event: x\ndata: 1\ndata: 2\n\n", []string{"event: x\ndata: 1\ndata: 2\n\n"}, io.EOF},
+		{"stray blank lines", "\n\ndata: a\n\n\n", []string{"data: a\n\n"}, io.EOF},
+		{"cut inside an event", "data: a\n\ndata: b", []string{"data: a\n\n", "data: b"}, io.ErrUnexpectedEOF},
+		{"empty", "", nil, io.EOF},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			er := NewEventReader(strings.NewReader(tt.give))
+			var got []string
+			var err error
+			for {
+				var ev []byte
+				ev, err = er.Next()
+				if ev != nil {
+					got = append(got, string(ev))
+				}
+				if err != nil {
+					break
+				}
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") || !errors.Is(err, tt.wantErr) {
+				t.Errorf("events = %q, err = %v; want %q, %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestEventReaderTooLarge(t *testing.T) {
+	er := NewEventReader(strings.NewReader("data: " + strings.Repeat("x", MaxEventBytes+10) + "\n\n"))
+	if _, err := er.Next(); !errors.Is(err, ErrEventTooLarge) {
+		t.Errorf("err = %v; want ErrEventTooLarge", err)
+	}
+}
+
+func TestData(t *testing.T) {
+	tests := []struct{ give, want string }{
+		{"data: [DONE]\n\n", "[DONE]"},
+		{"data:x\n\n", "x"},
+		{"event: e\ndata: 1\r\ndata: 2\n\n", "1\n2"},
+		{": comment\n\n", ""},
+	}
+	for _, tt := range tests {
+		if got := string(Data([]byte(tt.give))); got != tt.want {
+			t.Errorf("Data(%q) = %q; want %q", tt.give, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+// Package wire is the one interface between Corral's request path and an
+// API's wire format. The server (HTTP) and the flight layer
+// (internal/coalesce) know requests and answers only through a Format, so
+// serving a new API (the Responses API, Anthropic's Messages API) is a new
+// package beside internal/wire/openai plus a route, with no change to
+// either.
+//
+// A Format answers five questions:
+//   - keying policy and facts: what canonicalisation keeps of a body and
+//     what Corral must know about it (model, streaming, token estimate);
+//   - stream assembly: turning an upstream event stream into the stored
+//     answer and its usage (Assembler), and reading the usage of a whole
+//     answer;
+//   - replay: turning a stored answer back into the API's event stream;
+//   - what a follower's stream leaves out (a usage chunk nobody asked for);
+//   - the error shape, as a JSON body and as a stream's last event.
+//
+// Events are raw Server-Sent Events as internal/wire/sse reads them
+// ("event:" and "data:" lines and the blank line that ends them), so a
+// format whose events are typed (event: + data:, no [DONE]) fits as well as
+// OpenAI's data-only chunks.
+package wire
+
+// Format is one API's wire format. Implementations are stateless and safe
+// for concurrent use.
+type Format interface {
+	// Parse keys body for tenant and endpoint and reads its facts, in one
+	// pass. An error means the body is not a valid request (400).
+	Parse(tenant, endpoint string, body []byte) (Facts, error)
+	// Prepare returns the body a streaming flight sends upstream (OpenAI
+	// asks for the usage chunk), or body itself. changed reports a body
+	// that differs from the client's.
+	Prepare(f Facts, body []byte) (out []byte, changed bool)
+	// IsEnd reports whether ev is a stream's final event (OpenAI's
+	// [DONE]), for relays that pass a stream through without assembling it.
+	IsEnd(ev []byte) bool
+	// NewAssembler returns an Assembler for a stream answering endpoint.
+	NewAssembler(endpoint string) Assembler
+	// Usage reads the token usage of a whole (non-streamed) answer.
+	Usage(body []byte) Usage
+	// Replay renders a stored answer as the stream a client asking f
+	// would have received. An error means the answer cannot be streamed
+	// (embeddings); it is then served as JSON.
+	Replay(endpoint string, body []byte, f Facts) ([][]byte, error)
+	// Hidden reports the events of a live stream that a follower asking f
+	// does not receive; nil hides nothing.
+	Hidden(f Facts) func(ev []byte) bool
+	// ErrorBody renders an error Corral answers with itself.
+	ErrorBody(e Error) []byte
+	// ErrorEvent renders e as the last event of a stream Corral must cut.
+	ErrorEvent(e Error) []byte
+}
+
+// Facts are what Corral learns from a request body.
+type Facts struct {
+	Hash         string // hex sha256 of the canonical body (keying)
+	Model        string // "" when absent
+	Stream       bool   // the client asked for an event stream
+	IncludeUsage bool   // a streaming client asked for the usage event
+	Estimate     int    // tokens/min charged before the upstream call
+	// Bypass, when set, says why this request is never cached or
+	// coalesced (a background run, a hosted tool, ...): it goes upstream
+	// as a BYPASS, with the reason in the access log.
+	Bypass string
+}
+
+// Usage is an answer's token usage.
+type Usage struct {
+	Prompt, Completion int
+	// Known is false when the answer carried no usage (a stream that did
+	// not ask for it); real usage is then not charged.
+	Known bool
+}
+
+// Total is the tokens the answer used.
+func (u Usage) Total() int { return u.Prompt + u.Completion }
+
+// Assembler rebuilds the stored answer from a stream's events, in order.
+// It is not safe for concurrent use.
+type Assembler interface {
+	// Add takes one raw event; it may keep nothing of ev after it returns.
+	// end reports the stream's final event (OpenAI's [DONE]). A broken or
+	// unreadable event makes the stream unstorable; Finish reports it.
+	Add(ev []byte) (end bool)
+	// Finish returns the whole answer's body and usage after the final
+	// event; an error means the stream may not be stored.
+	Finish() (body []byte, u Usage, err error)
+}
+
+// Error is an error Corral answers with itself, before a format renders it.
+type Error struct {
+	Status  int
+	Type    string
+	Code    string
+	Message string
+	Param   string // "" renders as null where the API has a param field
+}
