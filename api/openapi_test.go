@@ -131,7 +131,7 @@ func TestPaths(t *testing.T) {
 // classification table and the passed-through upstream statuses.
 func TestModelEndpoints(t *testing.T) {
 	d := doc(t)
-	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"} {
+	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"} {
 		op := mapping(t, d, "paths", p, "post")
 		ok200 := resolve(t, d, get(t, op, "responses", "200"))
 		content := mapping(t, ok200, "content")

@@ -30,6 +30,7 @@ type Config struct {
 	RedisCluster        bool          `env:"CORRAL_REDIS_CLUSTER" envDefault:"false" doc:"true = CORRAL_REDIS_URL is the seed list of a Redis Cluster, in go-redis's cluster URL form redis://[user:pass@]host1:7000?addr=host2:7001&addr=host3:7002"`
 	RedisSentinelMaster string        `env:"CORRAL_REDIS_SENTINEL_MASTER" doc:"master name: CORRAL_REDIS_URL's hosts (same form) are Sentinels of that master; not with CORRAL_REDIS_CLUSTER"`
 	TenantsFile         string        `env:"CORRAL_TENANTS_FILE" doc:"tenants file (YAML; JSON is valid YAML); empty = no tenants, every request 401"`
+	UpstreamsFile       string        `env:"CORRAL_UPSTREAMS_FILE" doc:"upstreams file (YAML): several upstreams with routing and failover; empty = the one upstream of CORRAL_UPSTREAM_URL"`
 	UpstreamURL         string        `env:"CORRAL_UPSTREAM_URL" envDefault:"https://api.openai.com/v1" doc:"upstream base URL, including its /v1; checked once at start-up with GET /models (a failure is only a warning)"`
 	UpstreamAPIKey      string        `env:"CORRAL_UPSTREAM_API_KEY" docDefault:"OPENAI_API_KEY" doc:"key Corral sends upstream; clients never see it"`
 	AllowDemoKey        bool          `env:"CORRAL_ALLOW_DEMO_KEY" envDefault:"false" doc:"true = start although a tenant accepts the public demo key sk-corral-demo while an upstream key is set (refused otherwise: anyone could spend that key)"`

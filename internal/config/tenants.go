@@ -157,6 +157,7 @@ func clip(s string) string {
 }
 
 type validator struct {
+	kind string // "" = tenants file
 	name string
 	data []byte
 	errs []error
@@ -164,6 +165,7 @@ type validator struct {
 
 func (v *validator) fail(path, field, format string, args ...any) {
 	v.errs = append(v.errs, &FileError{
+		Kind:    v.kind,
 		File:    v.name,
 		Line:    v.line("$." + path),
 		Field:   field,

@@ -131,8 +131,18 @@ func (r *Registry) Lookup(ctx context.Context, ids []string) ([]*Owner, error) {
 // owner keeps it (an upstream answer can never move an object between
 // tenants). A record the store refuses is kept pending and retried.
 func (r *Registry) Record(ctx context.Context, tenant, upstream string, refs []Ref) {
-	for _, ref := range refs {
+	r.RecordEntry(ctx, tenant, upstream, "", refs)
+}
+
+// RecordEntry is Record for the answer of a model call stored in the
+// cache entry named entry: the first ref (the answer's own id) keeps the
+// entry's name, so deleting the object purges the entry too.
+func (r *Registry) RecordEntry(ctx context.Context, tenant, upstream, entry string, refs []Ref) {
+	for i, ref := range refs {
 		o := Owner{Tenant: tenant, Upstream: upstream, Kind: ref.Kind, Created: r.now().UTC().Truncate(time.Second)}
+		if i == 0 {
+			o.Entry = entry
+		}
 		got, err := r.store.Claim(ctx, ref.ID, o)
 		if err != nil {
 			r.keep(ref.ID, o, err)

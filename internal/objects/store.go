@@ -19,6 +19,10 @@ type Owner struct {
 	Kind string `json:"k"`
 	// Created is when Corral recorded it.
 	Created time.Time `json:"c"`
+	// Entry is the cache entry that carries the object's id (a stored
+	// response answered from the cache), purged when the object is
+	// deleted; "" for none.
+	Entry string `json:"e,omitempty"`
 }
 
 // Store keeps ownership records. Records never expire: an object lives

@@ -49,6 +49,7 @@ type logRecord struct {
 	completion int    //
 	saved      int    // tokens a hit or a coalesced answer did not spend
 	err        string // the cause behind a 5xx, never shown to the client
+	bypass     string // why a request was never cached (a Responses background run, ...)
 }
 
 type logRecordKey struct{}
@@ -118,6 +119,9 @@ func logRequest(log *slog.Logger, observe func(*logRecord, int, time.Duration), 
 	}
 	if rec.saved > 0 {
 		attrs = append(attrs, slog.Int("saved_tokens", rec.saved))
+	}
+	if rec.bypass != "" {
+		attrs = append(attrs, slog.String("bypass_reason", rec.bypass))
 	}
 	if rec.err != "" {
 		attrs = append(attrs, slog.String("error", rec.err))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/coalesce/flight"
+	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
@@ -34,6 +35,10 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 	return func(w http.ResponseWriter, r *http.Request) {
 		t, _ := tenant.FromContext(r.Context())
 		rec := recordFrom(r.Context())
+		if compressed(r) {
+			writeError(w, errCompressedBody)
+			return
+		}
 		body, aerr := readBody(r)
 		if aerr != nil {
 			writeError(w, aerr)
@@ -74,9 +79,13 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 		}
 		c := &call{t: t, format: format, endpoint: endpoint, body: body, facts: facts, ctl: ctl}
 		if creates {
-			c.stored = s.newRecorder(r.Context(), t, true, "chat_completion")
+			c.stored = s.newRecorder(r.Context(), t, true, storedKind(endpoint))
+			c.stored.entryName = keying.Name(t.ID, facts.Hash, keying.Response)
 		}
-		if !t.Cache || ctl.noStore {
+		if facts.Bypass != "" {
+			rec.bypass = facts.Bypass // e.g. a background run or a hosted tool: never cached
+		}
+		if !t.Cache || ctl.noStore || facts.Bypass != "" {
 			s.serveBypass(w, r, c)
 			return
 		}
@@ -95,6 +104,14 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 	}
 }
 
+// storedKind is the kind of stored object a model endpoint's answers are.
+func storedKind(endpoint string) string {
+	if endpoint == "/responses" {
+		return "response"
+	}
+	return "chat_completion"
+}
+
 // serveBypass forwards a request that may not be cached or coalesced.
 func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 	if c.t.TokensPerMinute > 0 {
@@ -109,10 +126,10 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 	setCacheHeaders(w.Header(), cacheBypass, nil, false, c.ctl, s.now())
 	req := upstream.Request{Method: http.MethodPost, Path: c.endpoint, Header: r.Header, Body: c.body}
 	if c.stored != nil {
-		s.forwardObjects(w, r, c.t, req, objects.Access{}, true)
+		s.forwardObjects(w, r, c.t, req, objects.Access{Kind: storedKind(c.endpoint)}, true)
 		return
 	}
-	s.forward(w, r, req)
+	s.forwardWith(w, r, req, relayOptions{format: c.format})
 }
 
 // flightRequest is what this request contributes to its lookup and, should

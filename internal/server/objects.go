@@ -179,6 +179,8 @@ func createsObject(acc objects.Access, rel string, found objects.Body) bool {
 	switch {
 	case rel == "/chat/completions" || (acc.Op == objects.Create && acc.Kind == "chat_completion"):
 		return found.Store == objects.StoreTrue
+	case rel == "/responses":
+		return found.Store != objects.StoreFalse // the Responses API stores by default
 	case acc.Op != objects.Create:
 		return false
 	case acc.Kind == "response":

@@ -16,6 +16,7 @@ import (
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/wire/responses"
 )
 
 // recorder records the objects answers created for one tenant.
@@ -25,7 +26,10 @@ type recorder struct {
 	tenant string
 	create bool
 	kind   string // the kind of object the path's answers are
-	seen   map[string]bool
+	// entryName is the cache entry a model call's answer is stored under,
+	// kept with the record so deleting the object purges the entry.
+	entryName string
+	seen      map[string]bool
 }
 
 // newRecorder records for t what answers of kind (the path's) created.
@@ -59,7 +63,7 @@ func (rc *recorder) add(refs []objects.Ref) {
 		out = append(out, ref)
 	}
 	if len(out) > 0 {
-		rc.s.objects.Record(rc.ctx, rc.tenant, defaultUpstream, out)
+		rc.s.objects.RecordEntry(rc.ctx, rc.tenant, defaultUpstream, rc.entryName, out)
 	}
 }
 
@@ -103,15 +107,17 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 	}
 	rc := s.newRecorder(r.Context(), t, creates, kind)
 	if ok && acc.Delete {
-		if err := s.objects.Remove(context.WithoutCancel(r.Context()), acc.ID); err != nil {
-			rec.err = err.Error() // the object is gone upstream; a stale record only names nothing
-		}
+		s.removeObject(r.Context(), acc.ID)
 	}
 	switch {
 	case !ok:
 		s.relay(w, r, resp)
 	case isEventStream(resp.Header):
-		s.relayWith(w, r, resp, relayOptions{onEvent: rc.event, endsAtEOF: acc.Kind == "response"})
+		o := relayOptions{onEvent: rc.event}
+		if acc.Kind == "response" {
+			o.format, o.endsAtEOF = responses.Format{}, true
+		}
+		s.relayWith(w, r, resp, o)
 	case isJSON(resp.Header):
 		body, complete, err := readPrefix(resp.Body, maxObjectAnswer)
 		if err != nil && !complete {
@@ -133,6 +139,23 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 		s.relay(w, r, resp)
 	default:
 		s.relay(w, r, resp)
+	}
+}
+
+// removeObject drops the record of an object deleted through Corral and
+// the cache entry that carries its id (a stored response served from the
+// cache must not outlive its deletion).
+func (s *Server) removeObject(ctx context.Context, id string) {
+	ctx = context.WithoutCancel(ctx)
+	rec := recordFrom(ctx)
+	owners, err := s.objects.Lookup(ctx, []string{id})
+	if err == nil && owners[0] != nil && owners[0].Entry != "" {
+		if err := s.cache.Delete(ctx, owners[0].Entry); err != nil {
+			rec.err = err.Error() // the entry expires with its TTL
+		}
+	}
+	if err := s.objects.Remove(ctx, id); err != nil {
+		rec.err = err.Error() // the object is gone upstream; a stale record only names nothing
 	}
 }
 

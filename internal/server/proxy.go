@@ -30,13 +30,9 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errInvalidRequest("The path must not contain '..', '//' or encoded slashes and dots.", ""))
 		return
 	}
-	for _, v := range r.Header.Values("Content-Encoding") {
-		for enc := range strings.SplitSeq(v, ",") {
-			if enc = strings.TrimSpace(enc); enc != "" && !strings.EqualFold(enc, "identity") {
-				writeError(w, errCompressedBody) // its fields could not be checked
-				return
-			}
-		}
+	if compressed(r) {
+		writeError(w, errCompressedBody) // its fields could not be checked
+		return
 	}
 	t, _ := tenant.FromContext(r.Context())
 	acc := objects.Route(r.Method, rel)
@@ -101,6 +97,19 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// compressed reports a body sent with a Content-Encoding other than
+// identity, in any of the request's Content-Encoding headers.
+func compressed(r *http.Request) bool {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for enc := range strings.SplitSeq(v, ",") {
+			if enc = strings.TrimSpace(enc); enc != "" && !strings.EqualFold(enc, "identity") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // proxyPath returns the request's path below /v1, refusing any path that
 // could step outside the upstream's base path once a proxy in front of the
 // upstream normalises it: dot segments, empty segments and their
@@ -128,12 +137,18 @@ func proxyPath(r *http.Request) (string, bool) {
 // forward calls the upstream with the client's context (a client that
 // hangs up cancels the call) and relays the answer.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, req upstream.Request) {
+	s.forwardWith(w, r, req, relayOptions{})
+}
+
+// forwardWith is forward with the relay set for an API (its stream's end
+// and error event).
+func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, req upstream.Request, o relayOptions) {
 	resp, finish := s.forwardCall(w, r, req)
 	if resp == nil {
 		return
 	}
 	defer finish()
-	s.relay(w, r, resp)
+	s.relayWith(w, r, resp, o)
 }
 
 // forwardCall makes a forwarded request's upstream call. A failed call is

@@ -30,6 +30,7 @@ import (
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/usage"
 	"github.com/corralhq/corral/internal/wire/openai"
+	"github.com/corralhq/corral/internal/wire/responses"
 )
 
 // Options wire a Server. Upstream, Tenants and Cache are required.
@@ -238,6 +239,7 @@ func (s *Server) routes() http.Handler {
 		r.Post("/chat/completions", s.handleModelCall(chat, "/chat/completions"))
 		r.Post("/completions", s.handleModelCall(chat, "/completions"))
 		r.Post("/embeddings", s.handleModelCall(chat, "/embeddings"))
+		r.Post("/responses", s.handleModelCall(responses.Format{}, "/responses"))
 		r.Get("/models", s.handleModels)
 		// Everything else under /v1 (files, batches, stored completions,
 		// GET on the paths above...) is proxied untouched.
