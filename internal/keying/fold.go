@@ -23,8 +23,9 @@ var ErrAmbiguousKey = errors.New("ambiguous key")
 // readFields are the top-level fields whose value Corral reads or drops.
 // A key that folds to one of them must be spelt exactly as here.
 var readFields = []string{
-	"input", "max_completion_tokens", "max_tokens", "messages", "metadata",
-	"model", "n", "prompt", "store", "stream", "stream_options", "user",
+	"background", "conversation", "input", "max_completion_tokens", "max_output_tokens",
+	"max_tokens", "messages", "metadata", "model", "n", "prompt", "store", "stream",
+	"stream_options", "tools", "user",
 }
 
 // needsFold reports whether key could case-fold to something other than

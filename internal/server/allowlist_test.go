@@ -41,16 +41,16 @@ func TestModelAllowListReadsWhatTheUpstreamReads(t *testing.T) {
 		wantStatus  int
 		wantCode    string
 	}{
-		{"proxied, leading space", "/v1/responses", "application/json", ` {"model":"o1-pro","input":"x"}`, 403, "model_not_allowed"},
-		{"proxied, leading newline, no content type", "/v1/responses", "", "\r\n\t{\"model\":\"o1-pro\"}", 403, "model_not_allowed"},
-		{"proxied, leading space, text/plain", "/v1/responses", "text/plain", ` {"model":"o1-pro"}`, 403, "model_not_allowed"},
-		{"proxied, upper-case key alone", "/v1/responses", "application/json", `{"MODEL":"o1-pro","input":"x"}`, 400, "invalid_request_error"},
-		{"proxied, case variant beside an allowed model", "/v1/responses", "application/json", `{"model":"gpt-4o-mini","Model":"o1-pro"}`, 400, "invalid_request_error"},
-		{"proxied, escaped case variant", "/v1/responses", "application/json", `{"\u004dODEL":"o1-pro"}`, 400, "invalid_request_error"},
-		{"proxied, byte order mark", "/v1/responses", "application/json", "\xef\xbb\xbf{\"model\":\"o1-pro\"}", 400, "invalid_request_error"},
-		{"proxied, JSON content type, not JSON", "/v1/responses", "application/json; charset=utf-8", "\x00{\x00\"\x00m", 400, "invalid_request_error"},
-		{"proxied, model not a string", "/v1/responses", "application/json", `{"model":["o1-pro"]}`, 400, "invalid_request_error"},
-		{"proxied, model null", "/v1/responses", "application/json", `{"model":null}`, 400, "invalid_request_error"},
+		{"proxied, leading space", "/v1/moderations", "application/json", ` {"model":"o1-pro","input":"x"}`, 403, "model_not_allowed"},
+		{"proxied, leading newline, no content type", "/v1/moderations", "", "\r\n\t{\"model\":\"o1-pro\"}", 403, "model_not_allowed"},
+		{"proxied, leading space, text/plain", "/v1/moderations", "text/plain", ` {"model":"o1-pro"}`, 403, "model_not_allowed"},
+		{"proxied, upper-case key alone", "/v1/moderations", "application/json", `{"MODEL":"o1-pro","input":"x"}`, 400, "invalid_request_error"},
+		{"proxied, case variant beside an allowed model", "/v1/moderations", "application/json", `{"model":"gpt-4o-mini","Model":"o1-pro"}`, 400, "invalid_request_error"},
+		{"proxied, escaped case variant", "/v1/moderations", "application/json", `{"\u004dODEL":"o1-pro"}`, 400, "invalid_request_error"},
+		{"proxied, byte order mark", "/v1/moderations", "application/json", "\xef\xbb\xbf{\"model\":\"o1-pro\"}", 400, "invalid_request_error"},
+		{"proxied, JSON content type, not JSON", "/v1/moderations", "application/json; charset=utf-8", "\x00{\x00\"\x00m", 400, "invalid_request_error"},
+		{"proxied, model not a string", "/v1/moderations", "application/json", `{"model":["o1-pro"]}`, 400, "invalid_request_error"},
+		{"proxied, model null", "/v1/moderations", "application/json", `{"model":null}`, 400, "invalid_request_error"},
 		{"proxied, multipart form", "/v1/audio/transcriptions", formType, form, 403, "model_not_allowed"},
 		{"proxied, multipart form with two models", "/v1/audio/transcriptions", twoType, twoModels, 400, "invalid_request_error"},
 		{"proxied, multipart form without boundary", "/v1/audio/transcriptions", "multipart/form-data", form, 400, "invalid_request_error"},
@@ -99,11 +99,11 @@ func TestModelAllowListLetsAllowedBodiesThrough(t *testing.T) {
 		contentType string
 		body        string
 	}{
-		{"leading space, allowed model", limitedKey, "/v1/responses", "application/json", ` {"model":"gpt-4o-mini","input":"x"}`},
+		{"leading space, allowed model", limitedKey, "/v1/moderations", "application/json", ` {"model":"gpt-4o-mini","input":"x"}`},
 		{"JSON without a model", limitedKey, "/v1/moderations", "application/json", `{"input":"x"}`},
-		{"nested case variants", limitedKey, "/v1/responses", "application/json", `{"model":"gpt-4o-mini","text":{"Format":1,"format":2}}`},
+		{"nested case variants", limitedKey, "/v1/moderations", "application/json", `{"model":"gpt-4o-mini","text":{"Format":1,"format":2}}`},
 		{"multipart, allowed model", limitedKey, "/v1/audio/transcriptions", formType, form},
-		{"no allow-list", acmeKey, "/v1/responses", "application/json", `{"MODEL":"anything"}`},
+		{"no allow-list", acmeKey, "/v1/moderations", "application/json", `{"MODEL":"anything"}`},
 	}
 	h := newHarness(t)
 	for _, tt := range tests {

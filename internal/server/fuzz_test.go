@@ -32,7 +32,7 @@ var fuzzRoutes = []struct{ path, contentType string }{
 	{"/v1/completions", "application/json"},
 	{"/v1/embeddings", "application/json"},
 	{"/v1/responses", "application/json"},
-	{"/v1/responses", "text/plain"},
+	{"/v1/moderations", "text/plain"},
 	{"/v1/audio/transcriptions", "multipart/form-data; boundary=b"},
 	{"/v1/audio/speech", "application/x-www-form-urlencoded"},
 	{"/v1/chat/completions", ""},
