@@ -31,6 +31,11 @@ type Request struct {
 	Original []byte
 	Header   map[string][]string // the leader's request headers, cloned
 
+	// Upstream pins the call to one upstream (the one holding an object
+	// the request names, such as a previous_response_id); "" routes by
+	// API and model.
+	Upstream string
+
 	Leaders    Leaders // the tenant's semaphore of upstream calls
 	MaxLeaders int
 	Tokens     Tokens // nil: no tokens/min limit

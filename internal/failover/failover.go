@@ -56,6 +56,7 @@ type Router struct {
 	timeout time.Duration
 	obs     Observer
 	now     func() time.Time
+	passive bool // outcomes feed the pool's health (off for a lone upstream)
 }
 
 // Options configure a Router.
@@ -67,11 +68,15 @@ type Options struct {
 	Observer Observer
 	// Now is the clock (Retry-After dates). Default time.Now.
 	Now func() time.Time
+	// NoHealth keeps no cooldowns or circuits: with one upstream there is
+	// nowhere to fail over to, and refusing calls to it would only turn
+	// its answers into Corral's errors.
+	NoHealth bool
 }
 
 // New returns a router over set.
 func New(set *Set, o Options) *Router {
-	r := &Router{timeout: o.Timeout, obs: o.Observer, now: o.Now}
+	r := &Router{timeout: o.Timeout, obs: o.Observer, now: o.Now, passive: !o.NoHealth}
 	if r.timeout <= 0 {
 		r.timeout = 120 * time.Second
 	}
@@ -158,6 +163,46 @@ func (r *Router) Do(ctx context.Context, api, model string, req upstream.Request
 	return nil, lastErr
 }
 
+// DoAt sends req to the upstream called name only: a follow-up on an
+// object goes to the upstream that holds it, whatever its health (no
+// other has the object). The outcome still feeds its health.
+func (r *Router) DoAt(ctx context.Context, name string, req upstream.Request) (*http.Response, error) {
+	set := r.set.Load()
+	c, ok := set.Clients[name]
+	m := set.Pool.Member(name)
+	if !ok || m == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownUpstream, name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
+	start := time.Now()
+	resp, err := c.Do(ctx, req)
+	outcome := r.judge(set.Pool, m, resp, err)
+	if r.obs != nil {
+		r.obs.Attempt(m.Name, outcome, time.Since(start))
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Header.Del(UpstreamHeader)
+	resp.Header.Set(UpstreamHeader, m.Name)
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// ErrUnknownUpstream means an object's record names an upstream that is
+// no longer configured.
+var ErrUnknownUpstream = errors.New("failover: no such upstream")
+
+// Single is a router over one upstream called name serving every model of
+// api, keeping no health (o.NoHealth is set): Corral without an upstreams
+// file, exactly as before there were several.
+func Single(name, api string, c Doer, o Options) *Router {
+	o.NoHealth = true
+	m := &pool.Member{Name: name, API: api, Weight: 1}
+	return New(&Set{Pool: pool.New([]*pool.Member{m}, pool.Options{}), Clients: map[string]Doer{name: c}}, o)
+}
+
 // Client returns the client of the upstream called name in the current
 // Set (follow-ups on an object go to the upstream that holds it).
 func (r *Router) Client(name string) (Doer, bool) {
@@ -169,6 +214,9 @@ func (r *Router) Client(name string) (Doer, bool) {
 // metrics: "answer", "retry" (a status that fails over), "cooldown" (a
 // 429 that said when to retry), "error", "timeout" or "canceled".
 func (r *Router) judge(p *pool.Pool, m *pool.Member, resp *http.Response, err error) string {
+	if !r.passive {
+		p = nil // name the outcome, record nothing
+	}
 	if err != nil {
 		switch upstream.KindOf(err) {
 		case upstream.Canceled:

@@ -250,6 +250,9 @@ func (p *Pool) Acquire(m *Member) bool {
 // success closes the circuit; FailuresToOpen failures in a row (or a
 // failed probe) open it for OpenFor.
 func (p *Pool) Record(m *Member, o Outcome) {
+	if p == nil {
+		return
+	}
 	now := p.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -269,6 +272,9 @@ func (p *Pool) Record(m *Member, o Outcome) {
 // CoolDown rests m for d (at most MaxCooldown) after a 429 that said when
 // to retry; a cooldown does not count toward the circuit.
 func (p *Pool) CoolDown(m *Member, d time.Duration) {
+	if p == nil {
+		return
+	}
 	d = min(d, MaxCooldown)
 	if d <= 0 {
 		return

@@ -40,14 +40,14 @@ var (
 
 // checkBatchInput checks the requests in a batch's input file before the
 // batch is created. body is the create request's body.
-func (s *Server) checkBatchInput(ctx context.Context, t *tenant.Tenant, body []byte) *apiError {
+func (s *Server) checkBatchInput(ctx context.Context, t *tenant.Tenant, rt route, body []byte) *apiError {
 	var b struct {
 		InputFileID string `json:"input_file_id"`
 	}
 	if json.Unmarshal(body, &b) != nil || b.InputFileID == "" {
 		return nil // the upstream refuses a batch without an input file
 	}
-	resp, err := s.up.Do(ctx, upstream.Request{Method: http.MethodGet, Path: "/files/" + url.PathEscape(b.InputFileID) + "/content", Header: http.Header{}})
+	resp, err := s.send(ctx, rt.pin, "", upstream.Request{Method: http.MethodGet, Path: "/files/" + url.PathEscape(b.InputFileID) + "/content", Header: http.Header{}})
 	if err != nil {
 		recordFrom(ctx).err = err.Error()
 		return errBatchInputUnread

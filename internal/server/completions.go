@@ -26,6 +26,7 @@ type call struct {
 	facts    wire.Facts
 	ctl      controls
 	stored   *recorder // records this tenant's stored completion, when it asked for one
+	pin      string    // the upstream holding an object the request names ("" = route by model)
 }
 
 // handleModelCall serves a cached and coalesced endpoint of format
@@ -73,11 +74,12 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 			return
 		}
 		creates := createsObject(objects.Access{}, endpoint, found)
-		if _, aerr := s.guardObjects(r.Context(), t, objects.Access{}, found, creates); aerr != nil {
+		pin, aerr := s.guardObjects(r.Context(), t, objects.Access{}, found, creates)
+		if aerr != nil {
 			writeError(w, aerr)
 			return
 		}
-		c := &call{t: t, format: format, endpoint: endpoint, body: body, facts: facts, ctl: ctl}
+		c := &call{t: t, format: format, endpoint: endpoint, body: body, facts: facts, ctl: ctl, pin: pin}
 		if creates {
 			c.stored = s.newRecorder(r.Context(), t, true, storedKind(endpoint))
 			c.stored.entryName = keying.Name(t.ID, facts.Hash, keying.Response)
@@ -104,6 +106,9 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 	}
 }
 
+// route is where the call goes upstream.
+func (c *call) route() route { return route{pin: c.pin, model: c.facts.Model} }
+
 // storedKind is the kind of stored object a model endpoint's answers are.
 func storedKind(endpoint string) string {
 	if endpoint == "/responses" {
@@ -126,10 +131,10 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 	setCacheHeaders(w.Header(), cacheBypass, nil, false, c.ctl, s.now())
 	req := upstream.Request{Method: http.MethodPost, Path: c.endpoint, Header: r.Header, Body: c.body}
 	if c.stored != nil {
-		s.forwardObjects(w, r, c.t, req, objects.Access{Kind: storedKind(c.endpoint)}, true)
+		s.forwardObjects(w, r, c.t, c.route(), req, objects.Access{Kind: storedKind(c.endpoint)}, true)
 		return
 	}
-	s.forwardWith(w, r, req, relayOptions{format: c.format})
+	s.forwardWith(w, r, c.route(), req, relayOptions{format: c.format})
 }
 
 // flightRequest is what this request contributes to its lookup and, should
@@ -150,6 +155,7 @@ func (s *Server) flightRequest(c *call) *coalesce.Request {
 		MinStoredAt: c.ctl.minStoredAt(s.now()),
 		TTL:         ttl,
 		NegativeTTL: c.t.NegativeTTL,
+		Upstream:    c.pin,
 		Body:        c.body,
 		Leaders:     c.t.Leaders,
 		MaxLeaders:  c.t.MaxLeaders,

@@ -110,25 +110,26 @@ func errStoredQuery(typ string) *apiError {
 // before anything is forwarded: deny refuses any access to stored objects;
 // isolated lets through only objects this tenant owns, answering every
 // other id with the same 404 whether it exists elsewhere or not at all.
-// It returns the owner of the object named in the path, if any.
-func (s *Server) guardObjects(ctx context.Context, t *tenant.Tenant, acc objects.Access, found objects.Body, creates bool) (*objects.Owner, *apiError) {
+// It returns the upstream that holds the objects named ("" for none),
+// where the request must go: no other upstream has them.
+func (s *Server) guardObjects(ctx context.Context, t *tenant.Tenant, acc objects.Access, found objects.Body, creates bool) (string, *apiError) {
 	ids := found.IDs
 	if acc.Op == objects.Object {
 		ids = append([]string{acc.ID}, ids...)
 	}
 	listsObjects := acc.Op == objects.List && acc.Kind != "model" // the model list is everyone's (fine-tuned ones are filtered out)
 	if t.DenyObjects && (creates || listsObjects || acc.Op == objects.Object || len(ids) > 0) {
-		return nil, errStoredObjectsDisabled
+		return "", errStoredObjectsDisabled
 	}
 	if len(ids) == 0 {
-		return nil, nil
+		return "", nil
 	}
 	// Each distinct id is one store lookup (a pipelined Redis GET): one
 	// body could name a million. Duplicates are looked up once, and no API
 	// takes more than maxNamedIDs in one request.
 	ids = distinct(ids)
 	if len(ids) > maxNamedIDs {
-		return nil, errTooManyIDs
+		return "", errTooManyIDs
 	}
 	owners, err := s.objects.Lookup(ctx, ids)
 	for i, o := range owners {
@@ -137,15 +138,20 @@ func (s *Server) guardObjects(ctx context.Context, t *tenant.Tenant, acc objects
 		}
 		if err != nil {
 			recordFrom(ctx).err = err.Error()
-			return nil, errOwnershipUnavailable
+			return "", errOwnershipUnavailable
 		}
-		return nil, errNoSuchObject(ids[i])
+		return "", errNoSuchObject(ids[i])
 	}
-	if acc.Op == objects.Object {
-		return owners[0], nil
+	pin := owners[0].Upstream
+	for _, o := range owners[1:] {
+		if o.Upstream != pin {
+			return "", errObjectsApart
+		}
 	}
-	return nil, nil
+	return pin, nil
 }
+
+var errObjectsApart = errInvalidRequest("The request names objects held by different upstreams; one request can reach only one.", "")
 
 // maxNamedIDs bounds the distinct object ids one request may name.
 const maxNamedIDs = objects.MaxRefs

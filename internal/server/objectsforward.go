@@ -93,8 +93,8 @@ func (rc *recorder) event(data []byte) {
 
 // forwardObjects forwards a request on an object path and records what
 // its answer created, removing the record when the object was deleted.
-func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, req upstream.Request, acc objects.Access, creates bool) {
-	resp, finish := s.forwardCall(w, r, req)
+func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, rt route, req upstream.Request, acc objects.Access, creates bool) {
+	resp, finish := s.forwardCall(w, r, rt, req)
 	if resp == nil {
 		return
 	}
@@ -164,7 +164,7 @@ func (s *Server) removeObject(ctx context.Context, id string) {
 // caller's page is full, the upstream has no more, or maxListPages were
 // read (the first with the caller's limit, the rest listPageSize at a
 // time); first_id, last_id and has_more describe what is returned.
-func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, req upstream.Request, kind string) {
+func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, rt route, req upstream.Request, kind string) {
 	rec := recordFrom(r.Context())
 	q := r.URL.Query()
 	limit, _ := strconv.Atoi(q.Get("limit"))
@@ -179,7 +179,7 @@ func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.T
 	)
 	for page := 0; page < pagesNeeded; page++ {
 		start := time.Now()
-		resp, err := s.up.Do(r.Context(), req)
+		resp, err := s.send(r.Context(), rt.pin, rt.model, req)
 		if err != nil {
 			rec.err = err.Error()
 			aerr := statusError(err)

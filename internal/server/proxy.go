@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"path"
 	"strings"
@@ -43,6 +45,7 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		Header:   r.Header,
 	}
 	var found objects.Body
+	model := "" // what routing reads: a JSON body's model, else any upstream of the API
 	if streamsUpload(r, rel) {
 		// File bytes are relayed as they arrive; the query string is
 		// still checked.
@@ -72,29 +75,46 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 			writeError(w, aerr)
 			return
 		}
+		model = bodyModel(body)
 		if len(body) > 0 || r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
 			req.Body = body
 		}
 	}
 	creates := createsObject(acc, rel, found)
-	if _, aerr := s.guardObjects(r.Context(), t, acc, found, creates); aerr != nil {
+	pin, aerr := s.guardObjects(r.Context(), t, acc, found, creates)
+	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
+	rt := route{pin: pin, model: model}
 	if acc.Op == objects.Create && acc.Kind == "batch" {
-		if aerr := s.checkBatchInput(r.Context(), t, req.Body); aerr != nil {
+		if aerr := s.checkBatchInput(r.Context(), t, rt, req.Body); aerr != nil {
 			writeError(w, aerr)
 			return
 		}
 	}
 	switch {
 	case acc.Op == objects.List:
-		s.forwardList(w, r, t, req, acc.Kind)
+		s.forwardList(w, r, t, rt, req, acc.Kind)
 	case acc.Op != objects.None || creates:
-		s.forwardObjects(w, r, t, req, acc, creates)
+		s.forwardObjects(w, r, t, rt, req, acc, creates)
 	default:
-		s.forward(w, r, req)
+		s.forward(w, r, rt, req)
 	}
+}
+
+// bodyModel is the top-level "model" of a JSON body, for routing ("" when
+// there is none).
+func bodyModel(body []byte) string {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) == 0 || b[0] != '{' || !bytes.Contains(b, []byte(`"model"`)) {
+		return ""
+	}
+	var v struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(b, &v)
+	return v.Model
 }
 
 // compressed reports a body sent with a Content-Encoding other than
@@ -136,14 +156,14 @@ func proxyPath(r *http.Request) (string, bool) {
 
 // forward calls the upstream with the client's context (a client that
 // hangs up cancels the call) and relays the answer.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, req upstream.Request) {
-	s.forwardWith(w, r, req, relayOptions{})
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, rt route, req upstream.Request) {
+	s.forwardWith(w, r, rt, req, relayOptions{})
 }
 
 // forwardWith is forward with the relay set for an API (its stream's end
 // and error event).
-func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, req upstream.Request, o relayOptions) {
-	resp, finish := s.forwardCall(w, r, req)
+func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, rt route, req upstream.Request, o relayOptions) {
+	resp, finish := s.forwardCall(w, r, rt, req)
 	if resp == nil {
 		return
 	}
@@ -154,10 +174,10 @@ func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, req upstrea
 // forwardCall makes a forwarded request's upstream call. A failed call is
 // answered and counted here, and resp is nil; otherwise finish closes the
 // body and counts the call once the answer has been relayed.
-func (s *Server) forwardCall(w http.ResponseWriter, r *http.Request, req upstream.Request) (resp *http.Response, finish func()) {
+func (s *Server) forwardCall(w http.ResponseWriter, r *http.Request, rt route, req upstream.Request) (resp *http.Response, finish func()) {
 	rec := recordFrom(r.Context())
 	start := time.Now()
-	resp, err := s.up.Do(r.Context(), req)
+	resp, err := s.send(r.Context(), rt.pin, rt.model, req)
 	if err != nil {
 		rec.upstreamMS = msSince(start)
 		rec.err = err.Error()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/corralhq/corral/internal/cache/entry"
 	"github.com/corralhq/corral/internal/coalesce"
+	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/ratelimit"
 )
 
@@ -18,6 +19,9 @@ import (
 func (s *Server) serveEntry(w http.ResponseWriter, c *call, e *entry.Entry, source string, stored bool) {
 	h := w.Header()
 	maps.Copy(h, e.Header)
+	if source != cacheMiss && source != cacheCoalesced {
+		h.Del(failover.UpstreamHeader) // a stored answer was produced by no upstream now
+	}
 	setCacheHeaders(h, source, e, stored, c.ctl, s.now())
 	if c.facts.Stream && e.Status == http.StatusOK {
 		if events, err := c.format.Replay(c.endpoint, e.Body, c.facts); err == nil {

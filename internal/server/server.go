@@ -23,6 +23,7 @@ import (
 
 	"github.com/corralhq/corral/internal/breaker"
 	"github.com/corralhq/corral/internal/coalesce"
+	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
@@ -39,6 +40,9 @@ type Options struct {
 	Tenants *tenant.Registry
 	// Upstream is the model provider client.
 	Upstream *upstream.Client
+	// Upstreams routes calls over several upstreams (internal/failover);
+	// nil routes everything to Upstream, named "default".
+	Upstreams Upstreams
 	// Logger receives the access log and errors. Default: discard.
 	Logger *slog.Logger
 	// MaxBodyBytes is the request body limit (413 above it). Default 8 MiB.
@@ -120,7 +124,7 @@ type UsageRecorder interface {
 
 // Server handles Corral's HTTP requests.
 type Server struct {
-	up      *upstream.Client
+	up      Upstreams
 	log     *slog.Logger
 	maxBody int64
 	ready   func() (bool, map[string]any)
@@ -145,11 +149,11 @@ type Server struct {
 
 // New builds a Server.
 func New(o Options) (*Server, error) {
-	if o.Upstream == nil || o.Tenants == nil || o.Cache == nil {
+	if (o.Upstream == nil && o.Upstreams == nil) || o.Tenants == nil || o.Cache == nil {
 		return nil, errors.New("server: Upstream, Tenants and Cache are required")
 	}
 	s := &Server{
-		up:         o.Upstream,
+		up:         o.Upstreams,
 		log:        cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
 		maxBody:    o.MaxBodyBytes,
 		writeStall: cmp.Or(o.WriteStall, 30*time.Second),
@@ -204,6 +208,9 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.flights = flights
+	if s.up == nil {
+		s.up = failover.Single(defaultUpstream, "openai", o.Upstream, failover.Options{Timeout: 24 * time.Hour})
+	}
 	s.tenants.Store(o.Tenants)
 	s.handler = s.routes()
 	return s, nil

@@ -63,6 +63,10 @@ var replayHeaders = []string{
 	"Content-Type",
 	"Openai-Model",
 	"Openai-Version",
+	// X-Corral-Upstream names the upstream that produced the answer: a
+	// COALESCED answer carries the leader's; a HIT drops it (the server
+	// serves a stored answer without naming an upstream).
+	"X-Corral-Upstream",
 }
 
 // KeepHeaders returns a copy of the headers of h worth replaying on a hit

@@ -1,0 +1,47 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/corralhq/corral/internal/failover"
+	"github.com/corralhq/corral/internal/upstream"
+)
+
+// Upstreams is how the server reaches the model providers
+// (failover.Router): by API and model, with failover before the first
+// byte, or at one named upstream for a follow-up on an object it holds.
+type Upstreams interface {
+	Do(ctx context.Context, api, model string, req upstream.Request) (*http.Response, error)
+	DoAt(ctx context.Context, name string, req upstream.Request) (*http.Response, error)
+}
+
+var _ Upstreams = (*failover.Router)(nil)
+
+// APIs a request may be routed to.
+const (
+	apiOpenAI    = "openai"
+	apiAnthropic = "anthropic"
+)
+
+// apiOf is the API a path below /v1 belongs to.
+func apiOf(path string) string {
+	if path == "/messages" || len(path) > len("/messages/") && path[:len("/messages/")] == "/messages/" {
+		return apiAnthropic
+	}
+	return apiOpenAI
+}
+
+// route is where one forwarded request goes: pin names the upstream that
+// holds an object the request names ("" = none), model is what routing by
+// API and model reads ("" = any upstream of the API).
+type route struct{ pin, model string }
+
+// send routes one upstream call: to pinned when the request names an
+// object held there, else by API and model.
+func (s *Server) send(ctx context.Context, pinned, model string, req upstream.Request) (*http.Response, error) {
+	if pinned != "" {
+		return s.up.DoAt(ctx, pinned, req)
+	}
+	return s.up.Do(ctx, apiOf(req.Path), model, req)
+}
