@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce/redisflight"
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/objects"
@@ -35,6 +37,9 @@ type gatewayOptions struct {
 	// upstream at all leave it off).
 	CheckUpstream bool
 	Logger        *slog.Logger
+	// Getenv reads the variables the upstreams file names for its keys.
+	// Default os.LookupEnv.
+	Getenv func(string) (string, bool)
 }
 
 // gateway is a wired Corral: the HTTP handler plus what it owns.
@@ -100,31 +105,55 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		log.Warn("no tenants configured: every request will be refused with 401; set CORRAL_TENANTS_FILE or use -demo")
 	}
 
-	up, err := upstream.New(upstream.Options{
-		BaseURL: cfg.UpstreamURL,
-		APIKey:  cfg.UpstreamAPIKey,
-		Timeout: cfg.UpstreamTimeout,
-	})
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	m := metrics.New()
+	router, reloadUpstreams, err := newRouter(cfg, getenv, m, log)
 	if err != nil {
 		return nil, err
 	}
-	if o.CheckUpstream {
+	if o.CheckUpstream && cfg.UpstreamsFile == "" {
+		up, err := upstream.New(upstream.Options{BaseURL: cfg.UpstreamURL, APIKey: cfg.UpstreamAPIKey, Timeout: cfg.UpstreamTimeout})
+		if err != nil {
+			return nil, err
+		}
 		gw.closers = append(gw.closers, checkUpstream(ctx, up, cfg.UpstreamURL, log))
 	}
 	so := server.Options{
 		Tenants:           reg,
-		Upstream:          up,
+		Upstreams:         router,
 		Logger:            log,
 		MaxBodyBytes:      int64(cfg.MaxBodyBytes),
 		PollInterval:      cfg.PollInterval,
 		WaitTimeout:       cfg.WaitTimeout,
 		FailOnWaitTimeout: cfg.WaitTimeoutFail,
 		LeaderWait:        cfg.LeaderWait,
-		Metrics:           metrics.New(),
+		Metrics:           m,
 		AdminToken:        cfg.AdminToken,
 	}
-	if cfg.TenantsFile != "" {
-		so.Reload = loadRegistry
+	if cfg.TenantsFile != "" || reloadUpstreams != nil {
+		// A reload re-reads both files and swaps in neither unless both
+		// validate; calls already running finish on the upstreams they
+		// started with.
+		so.Reload = func() (*tenant.Registry, error) {
+			var set *failover.Set
+			if reloadUpstreams != nil {
+				var err error
+				if set, err = reloadUpstreams(); err != nil {
+					return nil, err
+				}
+			}
+			reg, err := loadRegistry()
+			if err != nil {
+				return nil, err
+			}
+			if set != nil {
+				router.Swap(set)
+			}
+			return reg, nil
+		}
 	}
 	mode := "embedded"
 	var objStore objects.Store

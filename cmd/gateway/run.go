@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 
 	// Wire first, listen second: a bad tenants file or a refused default
 	// fails before the port is taken.
-	gw, err := newGateway(ctx, cfg, gatewayOptions{Demo: *demo, CheckUpstream: true, Logger: log})
+	gw, err := newGateway(ctx, cfg, gatewayOptions{Demo: *demo, CheckUpstream: true, Logger: log, Getenv: lookupIn(environ)})
 	if err != nil {
 		return err
 	}
@@ -174,4 +174,18 @@ func servePprof(addr string, log *slog.Logger) (bound string, stop func(), err e
 		_ = srv.Close()
 		<-done
 	}, nil
+}
+
+// lookupIn looks variables up in environ ("KEY=value" lines), as
+// os.LookupEnv does in the process environment: run takes its environment
+// as an argument so tests can give it one.
+func lookupIn(environ []string) func(string) (string, bool) {
+	return func(key string) (string, bool) {
+		for i := len(environ) - 1; i >= 0; i-- {
+			if k, v, ok := strings.Cut(environ[i], "="); ok && k == key {
+				return v, true
+			}
+		}
+		return "", false
+	}
 }

@@ -36,6 +36,7 @@ type Metrics struct {
 	streams         prometheus.Gauge
 
 	models *guard
+	up     *upstreamMetrics // nil until EnableUpstreams
 }
 
 // Buckets for request and upstream latency: from a sub-millisecond hit to

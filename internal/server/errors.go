@@ -9,6 +9,7 @@ import (
 
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/coalesce/flight"
+	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/upstream"
@@ -85,6 +86,15 @@ func errModelNotAllowed(model string) *apiError {
 // sees: Corral's own refusals as they are, the flight layer's typed errors,
 // and upstream call failures (502, 504 for timeouts, 499 when the client
 // cancelled, 413 for a body over the limit).
+// errNoUpstreamForModel answers a model no configured upstream serves.
+var errNoUpstreamForModel = &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
+	Message: "The model is not served by any upstream of this gateway."}
+
+// errNoUpstreamAvailable answers when every upstream for the model is
+// cooling down or has its circuit open.
+var errNoUpstreamAvailable = &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "upstream_unavailable",
+	Message: "Every upstream for this model is failing or cooling down; retry shortly."}
+
 func statusError(err error) *apiError {
 	var (
 		ae  *apiError
@@ -113,6 +123,10 @@ func statusError(err error) *apiError {
 		return errInternal
 	case errors.As(err, &mbe):
 		return errTooLarge
+	case errors.Is(err, failover.ErrNoRoute):
+		return errNoUpstreamForModel
+	case errors.Is(err, failover.ErrNoneAvailable):
+		return errNoUpstreamAvailable
 	}
 	switch upstream.KindOf(err) {
 	case upstream.Timeout:

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/failover"
+	"github.com/corralhq/corral/internal/metrics"
+	"github.com/corralhq/corral/internal/pool"
+	"github.com/corralhq/corral/internal/upstream"
+)
+
+// upstreamSet builds one generation of upstreams from the upstreams file
+// (CORRAL_UPSTREAMS_FILE), reading each key from getenv. A file that does
+// not validate is an error naming file, line and field.
+func upstreamSet(cfg config.Config, getenv func(string) (string, bool)) (*failover.Set, []config.Upstream, error) {
+	ups, err := config.LoadUpstreams(cfg.UpstreamsFile, getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	members := make([]*pool.Member, 0, len(ups))
+	clients := make(map[string]failover.Doer, len(ups))
+	for _, u := range ups {
+		timeout := cfg.UpstreamTimeout
+		if u.Timeout.Duration > 0 {
+			timeout = u.Timeout.Duration
+		}
+		c, err := upstream.New(upstream.Options{BaseURL: u.URL, APIKey: u.APIKey, Auth: u.Auth, Headers: u.Headers, Timeout: timeout})
+		if err != nil {
+			return nil, nil, fmt.Errorf("upstreams file %s: %s: %w", cfg.UpstreamsFile, u.Name, err)
+		}
+		members = append(members, &pool.Member{Name: u.Name, API: u.API, Models: u.Models, Priority: u.Priority, Weight: u.Weight})
+		clients[u.Name] = c
+	}
+	return &failover.Set{Pool: pool.New(members, pool.Options{}), Clients: clients}, ups, nil
+}
+
+// newRouter routes over the upstreams file's upstreams, or over the one
+// default upstream of CORRAL_UPSTREAM_URL when there is no file. reload
+// re-reads the file (nil without one).
+func newRouter(cfg config.Config, getenv func(string) (string, bool), m *metrics.Metrics, log *slog.Logger) (r *failover.Router, reload func() (*failover.Set, error), err error) {
+	opts := failover.Options{Timeout: cfg.UpstreamTimeout, Observer: m}
+	if cfg.UpstreamsFile == "" {
+		up, err := upstream.New(upstream.Options{BaseURL: cfg.UpstreamURL, APIKey: cfg.UpstreamAPIKey, Timeout: cfg.UpstreamTimeout})
+		if err != nil {
+			return nil, nil, err
+		}
+		return failover.Single(config.DefaultUpstream, config.APIOpenAI, up, opts), nil, nil
+	}
+	if _, set := getenv("CORRAL_UPSTREAM_URL"); set || cfg.UpstreamAPIKey != "" {
+		log.Warn("CORRAL_UPSTREAMS_FILE is set: CORRAL_UPSTREAM_URL and CORRAL_UPSTREAM_API_KEY are ignored")
+	}
+	set, ups, err := upstreamSet(cfg, getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	logUpstreams(log, ups)
+	r = failover.New(set, opts)
+	m.EnableUpstreams(func() []metrics.UpstreamState {
+		now := time.Now()
+		ms := r.Current().Pool.Members()
+		out := make([]metrics.UpstreamState, len(ms))
+		for i, mb := range ms {
+			out[i] = metrics.UpstreamState{Name: mb.Name, State: mb.State(now).String()}
+		}
+		return out
+	})
+	reload = func() (*failover.Set, error) {
+		set, ups, err := upstreamSet(cfg, getenv)
+		if err == nil {
+			logUpstreams(log, ups)
+		}
+		return set, err
+	}
+	return r, reload, nil
+}
+
+// logUpstreams names the configured upstreams, never their keys.
+func logUpstreams(log *slog.Logger, ups []config.Upstream) {
+	for _, u := range ups {
+		log.Info("upstream", slog.String("name", u.Name), slog.String("api", u.API),
+			slog.String("url", upstream.Redact(u.URL)), slog.Int("priority", u.Priority), slog.Int("weight", u.Weight),
+			slog.Bool("key", u.APIKey != ""))
+	}
+}

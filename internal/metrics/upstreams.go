@@ -1,0 +1,84 @@
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// UpstreamState is one upstream's health at scrape time.
+type UpstreamState struct {
+	Name  string
+	State string // closed, cooling, open, half_open
+}
+
+// upstreamMetrics are the per-upstream collectors; names are bounded by
+// the upstreams file.
+type upstreamMetrics struct {
+	attempts *prometheus.CounterVec   // upstream, outcome
+	seconds  *prometheus.HistogramVec // upstream
+	states   *stateCollector
+}
+
+// stateCollector reports every upstream's circuit state when scraped, so
+// a cooldown that ran out shows at once, not at the next call.
+type stateCollector struct {
+	desc *prometheus.Desc
+
+	mu   sync.Mutex // protects read
+	read func() []UpstreamState
+}
+
+var upstreamStates = []string{"closed", "cooling", "open", "half_open"}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	read := c.read
+	c.mu.Unlock()
+	if read == nil {
+		return
+	}
+	for _, u := range read() {
+		for _, s := range upstreamStates {
+			v := 0.0
+			if s == u.State {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, u.Name, s)
+		}
+	}
+}
+
+// EnableUpstreams registers the per-upstream metrics, reading states from
+// read at every scrape (a reload swaps what read returns).
+func (m *Metrics) EnableUpstreams(read func() []UpstreamState) {
+	if m == nil {
+		return
+	}
+	m.up = &upstreamMetrics{
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_upstream_attempts_total", Help: "Attempts at each upstream, by upstream and outcome (answer, retry, cooldown, error, timeout, canceled); failover makes several per call.",
+		}, []string{"upstream", "outcome"}),
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "corral_upstream_attempt_duration_seconds", Help: "Time to each upstream's response headers (or failure), by upstream.",
+			Buckets: latencyBuckets,
+		}, []string{"upstream"}),
+		states: &stateCollector{
+			desc: prometheus.NewDesc("corral_upstream_state", "1 for each upstream's current passive-health state (closed, cooling, open, half_open), 0 for the others.", []string{"upstream", "state"}, nil),
+			read: read,
+		},
+	}
+	m.reg.MustRegister(m.up.attempts, m.up.seconds, m.up.states)
+}
+
+// Attempt counts one attempt at an upstream (failover.Observer).
+func (m *Metrics) Attempt(upstream, outcome string, d time.Duration) {
+	if m == nil || m.up == nil {
+		return
+	}
+	m.up.attempts.WithLabelValues(upstream, outcome).Inc()
+	m.up.seconds.WithLabelValues(upstream).Observe(d.Seconds())
+}
