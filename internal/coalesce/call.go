@@ -113,7 +113,7 @@ func (c *Coalescer) relay(ctx context.Context, req *Request, k keys, st *state, 
 		// The final event is relayed after the answer is stored, so a
 		// client that saw the end and asks again at once finds the entry.
 		asm.Add(ev)
-		out, err := c.finish(ctx, req, k, asm)
+		out, err := c.finish(ctx, req, k, asm, resp.Header)
 		st.rec.Append(ev)
 		st.endStream(out)
 		// Drain what little may follow so the connection is reused.
@@ -125,7 +125,7 @@ func (c *Coalescer) relay(ctx context.Context, req *Request, k keys, st *state, 
 // finish assembles and stores a stream that reached its final event. It
 // stores even if every client has just left, because the answer is whole
 // and already paid for.
-func (c *Coalescer) finish(ctx context.Context, req *Request, k keys, asm wire.Assembler) (Outcome, error) {
+func (c *Coalescer) finish(ctx context.Context, req *Request, k keys, asm wire.Assembler, h map[string][]string) (Outcome, error) {
 	body, u, err := asm.Finish()
 	if err != nil {
 		// A broken stream (an error event, a choice without a finish
@@ -136,15 +136,24 @@ func (c *Coalescer) finish(ctx context.Context, req *Request, k keys, asm wire.A
 	if u.Known {
 		c.charge(sctx, req, u)
 	}
-	e := answerEntry(body, u)
+	e := answerEntry(body, u, h)
 	return Outcome{Entry: e, Stored: c.store(sctx, k.entry, e, req.TTL)}, nil
 }
 
-// answerEntry is the stored form of an assembled stream.
-func answerEntry(body []byte, u wire.Usage) *entry.Entry {
+// upstreamHeader names the upstream that produced an answer; an assembled
+// stream's entry keeps it like a plain answer's (entry.KeepHeaders).
+const upstreamHeader = "X-Corral-Upstream"
+
+// answerEntry is the stored form of an assembled stream: JSON, naming the
+// upstream that streamed it when h does.
+func answerEntry(body []byte, u wire.Usage, h map[string][]string) *entry.Entry {
+	header := map[string][]string{"Content-Type": {"application/json"}}
+	if v := h[upstreamHeader]; len(v) > 0 {
+		header[upstreamHeader] = v
+	}
 	return &entry.Entry{
 		Status:           200,
-		Header:           map[string][]string{"Content-Type": {"application/json"}},
+		Header:           header,
 		Body:             body,
 		PromptTokens:     u.Prompt,
 		CompletionTokens: u.Completion,

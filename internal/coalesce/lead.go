@@ -272,7 +272,7 @@ func (c *Coalescer) mirroredAnswer(ctx context.Context, req *Request, k keys, ev
 	if err != nil {
 		return out, &StreamError{Err: ErrStreamIncomplete}
 	}
-	out.Entry = answerEntry(body, u)
+	out.Entry = answerEntry(body, u, nil)
 	return out, nil
 }
 

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -347,12 +348,23 @@ func loadDashboard(t *testing.T) *dashboard {
 // source: every Name: "corral_..." and which of them are histograms.
 func definedMetrics(t *testing.T) (names, histograms map[string]bool) {
 	t.Helper()
-	src, err := os.ReadFile("../metrics/metrics.go")
+	var src []byte
+	files, err := filepath.Glob("../metrics/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
+	}
 	names, histograms = map[string]bool{}, map[string]bool{}
-	for _, m := range regexp.MustCompile(`Name:\s*"(corral_[a-z0-9_]+)"`).FindAllStringSubmatch(string(src), -1) {
+	for _, m := range regexp.MustCompile(`(?:Name:\s*|NewDesc\()"(corral_[a-z0-9_]+)"`).FindAllStringSubmatch(string(src), -1) {
 		names[m[1]] = true
 	}
 	for _, m := range regexp.MustCompile(`(?s)HistogramOpts\{.*?Name:\s*"(corral_[a-z0-9_]+)"`).FindAllStringSubmatch(string(src), -1) {

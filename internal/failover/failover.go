@@ -203,6 +203,16 @@ func Single(name, api string, c Doer, o Options) *Router {
 	return New(&Set{Pool: pool.New([]*pool.Member{m}, pool.Options{}), Clients: map[string]Doer{name: c}}, o)
 }
 
+// Names lists the current Set's upstreams in their configured order.
+func (r *Router) Names() []string {
+	ms := r.set.Load().Pool.Members()
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Name
+	}
+	return out
+}
+
 // Client returns the client of the upstream called name in the current
 // Set (follow-ups on an object go to the upstream that holds it).
 func (r *Router) Client(name string) (Doer, bool) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 
 	"github.com/go-chi/chi/v5"
 
@@ -34,10 +35,15 @@ func (s *Server) handleAssignObject(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errInvalidRequest(`The body must be empty or {"upstream":"<name>"}.`, ""))
 		return
 	}
-	if body.Upstream == "" {
-		body.Upstream = defaultUpstream
+	names := s.up.Names()
+	if body.Upstream == "" && len(names) == 1 {
+		body.Upstream = names[0]
 	}
-	if body.Upstream != defaultUpstream {
+	if body.Upstream == "" {
+		writeError(w, errInvalidRequest(`Several upstreams are configured: say which holds the object, {"upstream":"<name>"}.`, "upstream"))
+		return
+	}
+	if !slices.Contains(names, body.Upstream) {
 		writeError(w, errInvalidRequest("No upstream named "+jsonQuote(body.Upstream)+".", "upstream"))
 		return
 	}

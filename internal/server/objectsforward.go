@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/cache/entry"
+	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/negcache"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/tenant"
@@ -29,7 +30,10 @@ type recorder struct {
 	// entryName is the cache entry a model call's answer is stored under,
 	// kept with the record so deleting the object purges the entry.
 	entryName string
-	seen      map[string]bool
+	// upstream holds what is recorded: the X-Corral-Upstream of the
+	// answer ("" when unknown: follow-ups are then routed by model).
+	upstream string
+	seen     map[string]bool
 }
 
 // newRecorder records for t what answers of kind (the path's) created.
@@ -41,6 +45,9 @@ func (s *Server) newRecorder(ctx context.Context, t *tenant.Tenant, create bool,
 // a nil recorder (the request stored nothing) does nothing.
 func (rc *recorder) entry(e *entry.Entry) {
 	if rc != nil && e != nil && e.Status == http.StatusOK {
+		if v := e.Header[failover.UpstreamHeader]; len(v) > 0 {
+			rc.upstream = v[0]
+		}
 		rc.answer(e.Body)
 	}
 }
@@ -63,7 +70,7 @@ func (rc *recorder) add(refs []objects.Ref) {
 		out = append(out, ref)
 	}
 	if len(out) > 0 {
-		rc.s.objects.RecordEntry(rc.ctx, rc.tenant, defaultUpstream, rc.entryName, out)
+		rc.s.objects.RecordEntry(rc.ctx, rc.tenant, rc.upstream, rc.entryName, out)
 	}
 }
 
@@ -106,6 +113,7 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 		kind = "chat_completion" // the model calls: only a stored chat completion is recorded
 	}
 	rc := s.newRecorder(r.Context(), t, creates, kind)
+	rc.upstream = resp.Header.Get(failover.UpstreamHeader)
 	if ok && acc.Delete {
 		s.removeObject(r.Context(), acc.ID)
 	}

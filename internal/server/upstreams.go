@@ -14,6 +14,8 @@ import (
 type Upstreams interface {
 	Do(ctx context.Context, api, model string, req upstream.Request) (*http.Response, error)
 	DoAt(ctx context.Context, name string, req upstream.Request) (*http.Response, error)
+	// Names lists the upstreams in use.
+	Names() []string
 }
 
 var _ Upstreams = (*failover.Router)(nil)

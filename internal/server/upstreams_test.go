@@ -19,6 +19,7 @@ import (
 
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/objects/objectstest"
 	"github.com/corralhq/corral/internal/pool"
 	"github.com/corralhq/corral/internal/upstream"
 )
@@ -226,5 +227,49 @@ func TestSDKsAgainstTwoUpstreams(t *testing.T) {
 		if strings.Contains(logs.String(), secret) {
 			t.Errorf("an upstream key is in the logs")
 		}
+	}
+}
+
+// TestObjectsAreFollowedUpWhereTheyLive: with two equal upstreams, files
+// land on either; every follow-up (a read, a batch over the file) goes to
+// the upstream that holds it, where a wrong one would answer 404.
+func TestObjectsAreFollowedUpWhereTheyLive(t *testing.T) {
+	fakes := map[string]*objectstest.Server{"east": objectstest.New(), "west": objectstest.New()}
+	var ms []*pool.Member
+	clients := map[string]failover.Doer{}
+	for name, f := range fakes {
+		srv := httptest.NewServer(f)
+		t.Cleanup(srv.Close)
+		c, _ := upstream.New(upstream.Options{BaseURL: srv.URL + "/v1"})
+		ms = append(ms, &pool.Member{Name: name, API: "openai", Weight: 1})
+		clients[name] = c
+	}
+	h := newHarness(t, objectTenants, func(o *harnessOptions) {
+		o.server = func(so *Options) {
+			so.Upstreams = failover.New(&failover.Set{Pool: pool.New(ms, pool.Options{}), Clients: clients}, failover.Options{})
+		}
+	})
+	c := objectstest.SDK(h.gw.URL, acmeKey)
+	ctx := context.Background()
+	where := map[string]int{}
+	for i := range 20 { // all on one upstream by chance: 2 in a million
+		f, err := c.Files.New(ctx, officialopenai.FileNewParams{File: officialopenai.File(strings.NewReader(`{"custom_id":"x"}`+"\n"), fmt.Sprintf("f%d.jsonl", i), "application/jsonl"), Purpose: officialopenai.FilePurposeBatch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, fk := range fakes {
+			if fk.Has(f.ID) {
+				where[name]++
+			}
+		}
+		if _, err := c.Files.Get(ctx, f.ID); err != nil {
+			t.Errorf("file %d: the follow-up went elsewhere: %v", i, err)
+		}
+		if _, err := c.Batches.New(ctx, officialopenai.BatchNewParams{InputFileID: f.ID, Endpoint: officialopenai.BatchNewParamsEndpointV1ChatCompletions, CompletionWindow: officialopenai.BatchNewParamsCompletionWindow24h}); err != nil {
+			t.Errorf("file %d: the batch went elsewhere: %v", i, err)
+		}
+	}
+	if where["east"] == 0 || where["west"] == 0 {
+		t.Errorf("files landed %v; want some on each upstream (the test proves nothing otherwise)", where)
 	}
 }

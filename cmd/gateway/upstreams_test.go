@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/tenant"
+)
+
+// syncBuffer is a log sink safe for the gateway's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex // protects b
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestUpstreamsFileAndReload wires the gateway from an upstreams file, then
+// reloads it: a good file moves traffic to the new upstream, a bad one is
+// refused with file, line and field and the running set keeps serving.
+func TestUpstreamsFileAndReload(t *testing.T) {
+	seen := map[string]chan string{}
+	up := func(name string) *httptest.Server {
+		ch := make(chan string, 16)
+		seen[name] = ch
+		mock := mockllm.New(mockllm.Options{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ch <- r.Header.Get("Authorization")
+			mock.ServeHTTP(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	a, b := up("a"), up("b")
+	dir := t.TempDir()
+	tenants := filepath.Join(dir, "tenants.yaml")
+	if err := os.WriteFile(tenants, []byte("tenants:\n  - id: acme\n    keys: [{sha256: \""+tenant.HashKey("sk-t")+"\"}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "upstreams.yaml")
+	write := func(body string) {
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("upstreams:\n  - name: a\n    url: " + a.URL + "/v1\n    api_key_env: KEY_A\n")
+	environ := []string{"CORRAL_TENANTS_FILE=" + tenants, "CORRAL_UPSTREAMS_FILE=" + file, "CORRAL_ADMIN_TOKEN=adm",
+		"CORRAL_UPSTREAM_URL=http://127.0.0.1:1/v1", "CORRAL_DATA_DIR=" + filepath.Join(dir, "data")}
+	cfg, err := config.Load(environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	keys := map[string]string{"KEY_A": "sk-upstream-a", "KEY_B": "sk-upstream-b"}
+	gw, err := newGateway(context.Background(), cfg, gatewayOptions{
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+		Getenv: func(k string) (string, bool) {
+			if v, ok := keys[k]; ok {
+				return v, true
+			}
+			return lookupIn(environ)(k)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	srv := httptest.NewServer(gw)
+	defer srv.Close()
+	chat := func(text string) (int, string, string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"`+text+`"}]}`))
+		req.Header.Set("Authorization", "Bearer sk-t")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("X-Corral-Upstream"), string(body)
+	}
+	reload := func() (int, string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/admin/reload", nil)
+		req.Header.Set("Authorization", "Bearer adm")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+
+	if code, by, body := chat("one"); code != 200 || by != "a" || <-seen["a"] != "Bearer sk-upstream-a" {
+		t.Fatalf("before reload: %d by %q %s", code, by, body)
+	}
+	write("upstreams:\n  - name: b\n    url: " + b.URL + "/v1\n    api_key_env: KEY_B\n")
+	if code, body := reload(); code != 200 {
+		t.Fatalf("good reload: %d %s", code, body)
+	}
+	if code, by, _ := chat("two"); code != 200 || by != "b" || <-seen["b"] != "Bearer sk-upstream-b" {
+		t.Fatalf("after reload: %d by %q", code, by)
+	}
+	write("upstreams:\n  - name: c\n    url: " + b.URL + "/v1\n    api_key_env: KEY_MISSING\n")
+	code, body := reload()
+	if code != 400 || !strings.Contains(body, "upstreams.yaml:4: upstreams[0].api_key_env: the environment variable KEY_MISSING is not set") {
+		t.Fatalf("bad reload: %d %s", code, body)
+	}
+	if code, by, _ := chat("three"); code != 200 || by != "b" {
+		t.Errorf("after a refused reload: %d by %q; want the running set (b)", code, by)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "CORRAL_UPSTREAM_URL and CORRAL_UPSTREAM_API_KEY are ignored") {
+		t.Errorf("no warning that CORRAL_UPSTREAM_URL is ignored:\n%s", out)
+	}
+	for _, k := range keys {
+		if strings.Contains(out, k) || strings.Contains(body, k) {
+			t.Errorf("an upstream key reached the logs or an answer")
+		}
+	}
+}
