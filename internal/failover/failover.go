@@ -203,6 +203,20 @@ func Single(name, api string, c Doer, o Options) *Router {
 	return New(&Set{Pool: pool.New([]*pool.Member{m}, pool.Options{}), Clients: map[string]Doer{name: c}}, o)
 }
 
+// Primary names the first upstream of api by priority (configured order
+// among equals): where lists of stored objects are read, so pages follow
+// one another on one upstream.
+func (r *Router) Primary(api string) string {
+	best := -1
+	name := ""
+	for _, m := range r.set.Load().Pool.Members() {
+		if m.API == api && (best < 0 || m.Priority < best) {
+			best, name = m.Priority, m.Name
+		}
+	}
+	return name
+}
+
 // Names lists the current Set's upstreams in their configured order.
 func (r *Router) Names() []string {
 	ms := r.set.Load().Pool.Members()

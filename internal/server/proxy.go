@@ -87,6 +87,9 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt := route{pin: pin, model: model}
+	if acc.Op == objects.List && pin == "" {
+		rt.pin = s.up.Primary(apiOf(rel)) // every page of a list from one upstream
+	}
 	if acc.Op == objects.Create && acc.Kind == "batch" {
 		if aerr := s.checkBatchInput(r.Context(), t, rt, req.Body); aerr != nil {
 			writeError(w, aerr)

@@ -16,6 +16,8 @@ type Upstreams interface {
 	DoAt(ctx context.Context, name string, req upstream.Request) (*http.Response, error)
 	// Names lists the upstreams in use.
 	Names() []string
+	// Primary names the first upstream of an API by priority.
+	Primary(api string) string
 }
 
 var _ Upstreams = (*failover.Router)(nil)
