@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: run demo test bench bench-micro lint fuzz helm-template
+.PHONY: run demo test fuzz-ci bench bench-micro lint fuzz helm-template
 
 run: ## serve with CORRAL_* from the environment
 	$(GO) run ./cmd/gateway
@@ -15,6 +15,9 @@ test: ## vet, race-enabled tests, then every benchmark once so they stay runnabl
 	$(GO) test -race -count=1 -timeout 10m $(PKGS)
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 5m $(PKGS)
 
+fuzz-ci: ## 5 s of fuzzing whole bodies through the handler; .ci/run runs it after make test
+	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime 5s ./internal/server/
+
 bench: ## load harness (cmd/corralbench, internal/bench): gateway, mock, Redis and a bare proxy as pinned processes; ~4 min; BENCHFLAGS=-quick for ~1 min
 	$(GO) run ./cmd/corralbench $(BENCHFLAGS)
 
@@ -25,8 +28,9 @@ lint:
 	$(GO) vet $(PKGS)
 	test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 
-fuzz: ## a short fuzz run of the keying canonicaliser
+fuzz: ## a short fuzz run of the keying canonicaliser and of whole bodies through the handler
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/keying/
+	$(GO) test -run '^$$' -fuzz FuzzHandler -fuzztime 60s ./internal/server/
 
 helm-template: ## render the Helm chart with the example values (Helm pinned in tools/helm)
 	$(GO) -C tools/helm tool helm lint --strict ../../deploy/helm/corral -f ../../deploy/helm/corral/values-example.yaml

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/corralhq/corral/internal/breaker"
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce/redisflight"
@@ -157,7 +159,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	var objStore objects.Store
 	if cfg.RedisURL != "" {
 		mode = "distributed"
-		rdb, err := newRedis(ctx, cfg.RedisURL)
+		rdb, err := newRedis(ctx, cfg.RedisURL, redisTopology{cluster: cfg.RedisCluster, sentinelMaster: cfg.RedisSentinelMaster}, log)
 		if err != nil {
 			return nil, err
 		}
@@ -175,6 +177,9 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		gw.closers = append(gw.closers, runOwned(health.Run))
 		parts := redisflight.New(rdb, redisflight.Options{LockTTL: cfg.LockTTL, Logger: log, Health: health})
 		gw.closers = append(gw.closers, func() { _ = parts.Close() })
+		if cc, ok := rdb.(*redis.ClusterClient); ok {
+			gw.closers = append(gw.closers, reloadClusterState(cc, clusterReload))
+		}
 		so.Distributed = true
 		so.Health = health
 		so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})

@@ -108,7 +108,7 @@ func (r *Redis) Delete(ctx context.Context, keys ...string) error {
 	}
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
-	if _, err := unlink(ctx, r.rdb, keys); err != nil {
+	if _, err := unlink(ctx, r.rdb, keys, false); err != nil {
 		return fmt.Errorf("cache: redis delete: %w", err)
 	}
 	return nil
@@ -128,16 +128,20 @@ func (r *Redis) DeletePattern(ctx context.Context, pattern string) (int, error) 
 	if cc, ok := r.rdb.(*redis.ClusterClient); ok {
 		var total atomic.Int64 // ForEachMaster runs fn on every master at once
 		err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-			n, err := r.deletePattern(ctx, node, pattern)
+			n, err := r.deletePattern(ctx, node, pattern, true)
 			total.Add(int64(n))
 			return err
 		})
 		return int(total.Load()), err
 	}
-	return r.deletePattern(ctx, r.rdb, pattern)
+	_, cluster := r.rdb.(*redis.ClusterClient)
+	return r.deletePattern(ctx, r.rdb, pattern, cluster)
 }
 
-func (r *Redis) deletePattern(ctx context.Context, c redis.Cmdable, pattern string) (int, error) {
+// deletePattern walks one node (or one server). perKey says the keys may
+// sit in different Cluster slots, even on one node, so a multi-key UNLINK
+// would fail with CROSSSLOT.
+func (r *Redis) deletePattern(ctx context.Context, c redis.Cmdable, pattern string, perKey bool) (int, error) {
 	var cursor uint64
 	total := 0
 	for {
@@ -146,7 +150,7 @@ func (r *Redis) deletePattern(ctx context.Context, c redis.Cmdable, pattern stri
 			return total, fmt.Errorf("cache: redis scan: %w", err)
 		}
 		if len(keys) > 0 {
-			n, err := r.unlinkPage(ctx, c, keys)
+			n, err := r.unlinkPage(ctx, c, keys, perKey)
 			total += n
 			if err != nil {
 				return total, fmt.Errorf("cache: redis unlink: %w", err)
@@ -165,19 +169,24 @@ func (r *Redis) scan(ctx context.Context, c redis.Cmdable, cursor uint64, patter
 	return c.Scan(ctx, cursor, pattern, scanCount).Result()
 }
 
-func (r *Redis) unlinkPage(ctx context.Context, c redis.Cmdable, keys []string) (int, error) {
+func (r *Redis) unlinkPage(ctx context.Context, c redis.Cmdable, keys []string, perKey bool) (int, error) {
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
-	n, err := unlink(ctx, c, keys)
+	n, err := unlink(ctx, c, keys, perKey)
 	return int(n), err
 }
 
-// unlink removes keys in one round trip. On a Cluster client keys of
-// different prompts live in different slots, so a multi-key UNLINK would
-// fail with CROSSSLOT: it sends one UNLINK per key in a pipeline instead,
-// which go-redis splits by node.
-func unlink(ctx context.Context, c redis.Cmdable, keys []string) (int64, error) {
-	if _, ok := c.(*redis.ClusterClient); !ok || len(keys) == 1 {
+// unlink removes keys in one round trip. In a Cluster keys of different
+// prompts live in different slots, so a multi-key UNLINK would fail with
+// CROSSSLOT, on the Cluster client and on one node's client alike (a purge
+// walks each master with its own client): perKey (or a Cluster client)
+// sends one UNLINK per key in a pipeline instead, which go-redis splits by
+// node.
+func unlink(ctx context.Context, c redis.Cmdable, keys []string, perKey bool) (int64, error) {
+	if _, ok := c.(*redis.ClusterClient); ok {
+		perKey = true
+	}
+	if !perKey || len(keys) == 1 {
 		return c.Unlink(ctx, keys...).Result()
 	}
 	cmds, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {

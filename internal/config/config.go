@@ -25,27 +25,29 @@ import (
 // a new variable is a field with its tags and nothing else. docDefault
 // replaces envDefault in the docs where the default is not a literal value.
 type Config struct {
-	Addr            string        `env:"CORRAL_ADDR" envDefault:":8080" doc:"listen address"`
-	RedisURL        string        `env:"CORRAL_REDIS_URL" doc:"redis:// or rediss:// URL; empty = embedded mode"`
-	TenantsFile     string        `env:"CORRAL_TENANTS_FILE" doc:"tenants file (YAML; JSON is valid YAML); empty = no tenants, every request 401"`
-	UpstreamsFile   string        `env:"CORRAL_UPSTREAMS_FILE" doc:"upstreams file (YAML): several upstreams with routing and failover; empty = the one upstream of CORRAL_UPSTREAM_URL"`
-	UpstreamURL     string        `env:"CORRAL_UPSTREAM_URL" envDefault:"https://api.openai.com/v1" doc:"upstream base URL, including its /v1; checked once at start-up with GET /models (a failure is only a warning)"`
-	UpstreamAPIKey  string        `env:"CORRAL_UPSTREAM_API_KEY" docDefault:"OPENAI_API_KEY" doc:"key Corral sends upstream; clients never see it"`
-	AllowDemoKey    bool          `env:"CORRAL_ALLOW_DEMO_KEY" envDefault:"false" doc:"true = start although a tenant accepts the public demo key sk-corral-demo while an upstream key is set (refused otherwise: anyone could spend that key)"`
-	CacheTTL        time.Duration `env:"CORRAL_CACHE_TTL" envDefault:"1h" doc:"default positive TTL"`
-	NegativeTTL     time.Duration `env:"CORRAL_NEGATIVE_TTL" envDefault:"30s" doc:"default negative TTL"`
-	LockTTL         time.Duration `env:"CORRAL_LOCK_TTL" envDefault:"10s" doc:"Redis lock TTL; the leader renews it every TTL/3 while its call is alive"`
-	PollInterval    time.Duration `env:"CORRAL_POLL_INTERVAL" envDefault:"50ms" doc:"safety-net poll of waiters (pub/sub wakes them first)"`
-	WaitTimeout     time.Duration `env:"CORRAL_WAIT_TIMEOUT" envDefault:"120s" doc:"longest a waiter waits for another instance's call before calling upstream itself"`
-	WaitTimeoutFail bool          `env:"CORRAL_WAIT_TIMEOUT_FAIL" envDefault:"false" doc:"true = answer 504 upstream_timeout instead of calling upstream when the wait times out"`
-	LeaderWait      time.Duration `env:"CORRAL_LEADER_WAIT" envDefault:"10s" doc:"longest a leader waits for its tenant's max_leaders permit before 429 tenant_concurrency_exceeded"`
-	UpstreamTimeout time.Duration `env:"CORRAL_UPSTREAM_TIMEOUT" envDefault:"120s" doc:"one upstream call, from dial to the last byte of a stream"`
-	MaxBodyBytes    ByteSize      `env:"CORRAL_MAX_BODY_BYTES" envDefault:"8MiB" doc:"request body limit; larger bodies get 413 request_too_large"`
-	AdminToken      string        `env:"CORRAL_ADMIN_TOKEN" doc:"bearer token for admin endpoints; empty = admin disabled"`
-	LogLevel        string        `env:"CORRAL_LOG_LEVEL" envDefault:"info" doc:"debug, info, warn or error (JSON logs on stderr)"`
-	PprofAddr       string        `env:"CORRAL_PPROF_ADDR" doc:"serve Go's net/http/pprof on this separate address (keep it on loopback); empty = off"`
-	ShutdownTimeout time.Duration `env:"CORRAL_SHUTDOWN_TIMEOUT" envDefault:"30s" doc:"on SIGTERM/SIGINT, how long in-flight requests and streams may finish; give an orchestrator's grace period more"`
-	DataDir         string        `env:"CORRAL_DATA_DIR" envDefault:"./corral-data" doc:"embedded mode's persistent state: who owns which stored object (objects.db); unused in distributed mode"`
+	Addr                string        `env:"CORRAL_ADDR" envDefault:":8080" doc:"listen address"`
+	RedisURL            string        `env:"CORRAL_REDIS_URL" doc:"redis:// or rediss:// URL; empty = embedded mode"`
+	RedisCluster        bool          `env:"CORRAL_REDIS_CLUSTER" envDefault:"false" doc:"true = CORRAL_REDIS_URL is the seed list of a Redis Cluster, in go-redis's cluster URL form redis://[user:pass@]host1:7000?addr=host2:7001&addr=host3:7002"`
+	RedisSentinelMaster string        `env:"CORRAL_REDIS_SENTINEL_MASTER" doc:"master name: CORRAL_REDIS_URL's hosts (same form) are Sentinels of that master; not with CORRAL_REDIS_CLUSTER"`
+	TenantsFile         string        `env:"CORRAL_TENANTS_FILE" doc:"tenants file (YAML; JSON is valid YAML); empty = no tenants, every request 401"`
+	UpstreamsFile       string        `env:"CORRAL_UPSTREAMS_FILE" doc:"upstreams file (YAML): several upstreams with routing and failover; empty = the one upstream of CORRAL_UPSTREAM_URL"`
+	UpstreamURL         string        `env:"CORRAL_UPSTREAM_URL" envDefault:"https://api.openai.com/v1" doc:"upstream base URL, including its /v1; checked once at start-up with GET /models (a failure is only a warning)"`
+	UpstreamAPIKey      string        `env:"CORRAL_UPSTREAM_API_KEY" docDefault:"OPENAI_API_KEY" doc:"key Corral sends upstream; clients never see it"`
+	AllowDemoKey        bool          `env:"CORRAL_ALLOW_DEMO_KEY" envDefault:"false" doc:"true = start although a tenant accepts the public demo key sk-corral-demo while an upstream key is set (refused otherwise: anyone could spend that key)"`
+	CacheTTL            time.Duration `env:"CORRAL_CACHE_TTL" envDefault:"1h" doc:"default positive TTL"`
+	NegativeTTL         time.Duration `env:"CORRAL_NEGATIVE_TTL" envDefault:"30s" doc:"default negative TTL"`
+	LockTTL             time.Duration `env:"CORRAL_LOCK_TTL" envDefault:"10s" doc:"Redis lock TTL; the leader renews it every TTL/3 while its call is alive"`
+	PollInterval        time.Duration `env:"CORRAL_POLL_INTERVAL" envDefault:"50ms" doc:"safety-net poll of waiters (pub/sub wakes them first)"`
+	WaitTimeout         time.Duration `env:"CORRAL_WAIT_TIMEOUT" envDefault:"120s" doc:"longest a waiter waits for another instance's call before calling upstream itself"`
+	WaitTimeoutFail     bool          `env:"CORRAL_WAIT_TIMEOUT_FAIL" envDefault:"false" doc:"true = answer 504 upstream_timeout instead of calling upstream when the wait times out"`
+	LeaderWait          time.Duration `env:"CORRAL_LEADER_WAIT" envDefault:"10s" doc:"longest a leader waits for its tenant's max_leaders permit before 429 tenant_concurrency_exceeded"`
+	UpstreamTimeout     time.Duration `env:"CORRAL_UPSTREAM_TIMEOUT" envDefault:"120s" doc:"one upstream call, from dial to the last byte of a stream"`
+	MaxBodyBytes        ByteSize      `env:"CORRAL_MAX_BODY_BYTES" envDefault:"8MiB" doc:"request body limit; larger bodies get 413 request_too_large"`
+	AdminToken          string        `env:"CORRAL_ADMIN_TOKEN" doc:"bearer token for admin endpoints; empty = admin disabled"`
+	LogLevel            string        `env:"CORRAL_LOG_LEVEL" envDefault:"info" doc:"debug, info, warn or error (JSON logs on stderr)"`
+	PprofAddr           string        `env:"CORRAL_PPROF_ADDR" doc:"serve Go's net/http/pprof on this separate address (keep it on loopback); empty = off"`
+	ShutdownTimeout     time.Duration `env:"CORRAL_SHUTDOWN_TIMEOUT" envDefault:"30s" doc:"on SIGTERM/SIGINT, how long in-flight requests and streams may finish; give an orchestrator's grace period more"`
+	DataDir             string        `env:"CORRAL_DATA_DIR" envDefault:"./corral-data" doc:"embedded mode's persistent state: who owns which stored object (objects.db); unused in distributed mode"`
 }
 
 // Error is a configuration problem tied to one variable.
@@ -116,6 +118,12 @@ func (c *Config) Validate() error {
 			// The value may carry a password: name the variable only.
 			errs = append(errs, &Error{Var: "CORRAL_REDIS_URL", Problem: "must be a redis:// or rediss:// URL"})
 		}
+	}
+	if c.RedisCluster && c.RedisSentinelMaster != "" {
+		errs = append(errs, &Error{Var: "CORRAL_REDIS_SENTINEL_MASTER", Value: c.RedisSentinelMaster, Problem: "cannot be set with CORRAL_REDIS_CLUSTER=true"})
+	}
+	if c.RedisURL == "" && (c.RedisCluster || c.RedisSentinelMaster != "") {
+		errs = append(errs, &Error{Var: "CORRAL_REDIS_URL", Problem: "must be set with CORRAL_REDIS_CLUSTER or CORRAL_REDIS_SENTINEL_MASTER"})
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

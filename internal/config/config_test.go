@@ -67,9 +67,13 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{"CORRAL_REDIS_URL=http://secret@x", "CORRAL_REDIS_URL"},
 		{"CORRAL_LOG_LEVEL=loud", "CORRAL_LOG_LEVEL"},
 		{"CORRAL_LOCK_TTL=10", "CORRAL_LOCK_TTL"},
+		{"CORRAL_REDIS_CLUSTER=yes", "CORRAL_REDIS_CLUSTER"},
+		{"CORRAL_REDIS_CLUSTER=true", "CORRAL_REDIS_URL"},
+		{"CORRAL_REDIS_SENTINEL_MASTER=mymaster", "CORRAL_REDIS_URL"},
+		{"CORRAL_REDIS_URL=redis://a:1\nCORRAL_REDIS_CLUSTER=true\nCORRAL_REDIS_SENTINEL_MASTER=m", "CORRAL_REDIS_SENTINEL_MASTER"},
 	}
 	for _, tt := range tests {
-		_, err := Load([]string{tt.give})
+		_, err := Load(strings.Split(tt.give, "\n"))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Load(%q) error = %v; want it to name %s", tt.give, err, tt.want)
 		}

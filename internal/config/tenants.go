@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -104,10 +105,55 @@ func LoadTenants(path string) (*TenantsFile, error) {
 func ParseTenants(name string, data []byte) (*TenantsFile, error) {
 	var tf TenantsFile
 	if err := decodeFile("tenants file", name, "a tenants: list (see the README's Tenants file)", data, &tf); err != nil {
-		return nil, err
+		return nil, redactFileError(err)
 	}
 	v := validator{name: name, data: data}
 	return &tf, v.validate(&tf)
+}
+
+// redactFileError keeps a decoding error from echoing the file: a file
+// that is not a tenants file at all (a key pasted in, a binary, the wrong
+// path) must not land in logs and admin answers byte for byte. Only words
+// that look like field names or plain values ("colour" in unknown field
+// "colour", got "lots") are quoted back; anything else becomes "…".
+func redactFileError(err error) error {
+	var fe *FileError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	fe.Problem = quotedWords.ReplaceAllStringFunc(fe.Problem, redactQuoted)
+	if !printable.MatchString(fe.Problem) || len(fe.Problem) > 200 {
+		fe.Problem = "not a valid YAML tenants file"
+	}
+	if !fieldPathPattern.MatchString(fe.Field) {
+		fe.Field = ""
+	}
+	return fe
+}
+
+var (
+	fieldName        = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	fieldPathPattern = regexp.MustCompile(`^([a-z][a-z0-9_]{0,63}(\[[0-9]+\])*(\.|$))*$`)
+	quotedWords      = regexp.MustCompile(`"[^"]*"|'[^']*'`)
+	printable        = regexp.MustCompile(`^[ -~…]*$`)
+)
+
+// redactQuoted keeps a quoted word that looks like a field name, or a
+// single bracket or separator the parser names (']' not found).
+func redactQuoted(q string) string {
+	inner := q[1 : len(q)-1]
+	if fieldName.MatchString(inner) || (len(inner) == 1 && strings.Contains("[]{}:,-", inner)) {
+		return q
+	}
+	return `"…"`
+}
+
+// clip bounds a value quoted back from the file.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:32] + "…"
+	}
+	return s
 }
 
 type validator struct {
@@ -149,7 +195,7 @@ func (v *validator) duration(path string, d *Duration) {
 	switch {
 	case d == nil:
 	case d.bad != "":
-		v.fail(path, path, "bad duration %q: use Go syntax such as 30s, 5m, 1h", d.bad)
+		v.fail(path, path, "bad duration %q: use Go syntax such as 30s, 5m, 1h", clip(d.bad))
 	case d.Duration <= 0:
 		v.fail(path, path, "must be a positive duration")
 	}
@@ -161,7 +207,7 @@ func (v *validator) validate(tf *TenantsFile) error {
 	for i, t := range tf.Tenants {
 		at := fmt.Sprintf("tenants[%d]", i)
 		if !tenantIDPattern.MatchString(t.ID) {
-			v.fail(at+".id", at+".id", "bad id %q: must match [a-z0-9_-]{1,64}", t.ID)
+			v.fail(at+".id", at+".id", "bad id %q: must match [a-z0-9_-]{1,64}", clip(t.ID))
 		} else if prev, dup := ids[t.ID]; dup {
 			v.fail(at+".id", at+".id", "duplicate id %q (also tenants[%d])", t.ID, prev)
 		} else {

@@ -182,3 +182,41 @@ func TestLoadTenantsMissingFile(t *testing.T) {
 		t.Errorf("LoadTenants(missing) error = %v; want it to name the file", err)
 	}
 }
+
+// TestParseTenantsDoesNotEchoGarbage: a file that is not a tenants file
+// (a key pasted in, a binary, the wrong path) is refused with its name and
+// line, never with its bytes, and a bad value is quoted only in part: the
+// error reaches logs and admin answers (issue 13, fault 8).
+func TestParseTenantsDoesNotEchoGarbage(t *testing.T) {
+	tests := []struct {
+		name string
+		give string
+	}{
+		{"a bare key", "sk-live-SECRET0123456789"},
+		{"a key as the list", "tenants: sk-live-SECRET0123456789\n"},
+		{"binary", "\x00\x01\xffSECRET\x7f"},
+		{"unknown field that is no field name", "tenants:\n  - id: a\n    SECRET-VALUE: 1\n"},
+		{"unclosed flow", "{SECRET: ["},
+		{"a key where keys go", "tenants:\n  - id: a\n    keys: sk-SECRET\n"},
+		{"a key where a number goes", "tenants:\n  - id: a\n    max_leaders: sk-SECRET\n"},
+		{"colons", ":::SECRET:::"},
+		{"an env file", "OPENAI_API_KEY=sk-SECRET\nCORRAL_ADMIN_TOKEN=SECRET\n"},
+		{"a huge bad id", "tenants:\n  - id: " + strings.Repeat("SECRET", 100) + "\n    keys: [{sha256: \"" + hashA + "\"}]\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseTenants("t.yaml", []byte(tt.give))
+			if err == nil {
+				t.Fatal("ParseTenants succeeded; want an error")
+			}
+			msg := err.Error()
+			if len(msg) > 160 || strings.Contains(msg, "sk-") || strings.Contains(msg, "SECRET-") ||
+				strings.Contains(msg, "SECRET\x7f") || strings.Contains(msg, "SECRET:") || strings.ContainsAny(msg, "\x00\x01\xff") {
+				t.Errorf("error echoes the file: %q", msg)
+			}
+			if !strings.Contains(msg, "t.yaml") {
+				t.Errorf("error %q does not name the file", msg)
+			}
+		})
+	}
+}

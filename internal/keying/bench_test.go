@@ -59,3 +59,31 @@ func BenchmarkName(b *testing.B) {
 		_ = Name("acme", hash, Response)
 	}
 }
+
+// BenchmarkParseLongNumber shows that numbers cost time linear in their
+// length: ns/op grows with size and MB/s stays flat, for a long exponent
+// (refused) and a long significand (accepted). Before the exponent bound a
+// 1 MiB exponent took seconds and an 8 MiB one minutes.
+func BenchmarkParseLongNumber(b *testing.B) {
+	for _, size := range []int{64 << 10, 1 << 20, 8 << 20} {
+		digits := strings.Repeat("7", size)
+		b.Run(fmt.Sprintf("exponent-%dKiB", size>>10), func(b *testing.B) {
+			body := []byte(`{"model":"m","seed":1e` + digits + `}`)
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, err := Parse("acme", chatEndpoint, body); err == nil {
+					b.Fatal("a huge exponent was accepted")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("significand-%dKiB", size>>10), func(b *testing.B) {
+			body := []byte(`{"model":"m","seed":` + digits + `e-5}`)
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, err := Parse("acme", chatEndpoint, body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -30,6 +30,7 @@ type canon struct {
 	str       []byte   // decoded string scratch, valid until the next string
 	num       []byte   // number digits scratch
 	keys      []byte   // decoded keys that had escapes; see member
+	fold      []byte   // case-folded key scratch; see checkRootKey
 	members   []member // members of the open objects, innermost last
 	order     []member // members of reordered objects, in key order
 	objects   []object // every object, in the order they open
@@ -286,6 +287,7 @@ func (c *canon) object(r role) error {
 	base := len(c.members)
 	keysMark := len(c.keys)
 	emitted := 0
+	folds := false // a top-level key needs a case-fold check
 
 	c.skipSpace()
 	if c.pos < len(c.in) && c.in[c.pos] == '}' {
@@ -307,6 +309,12 @@ func (c *canon) object(r role) error {
 			key, ks, ke, err := c.key()
 			if err != nil {
 				return err
+			}
+			if r == roleRoot && needsFold(key) {
+				if err := c.checkRootKey(key); err != nil {
+					return err
+				}
+				folds = true
 			}
 			c.skipSpace()
 			if c.pos == len(c.in) {
@@ -356,6 +364,11 @@ func (c *canon) object(r role) error {
 			if b != ',' {
 				c.pos--
 				return c.fail("expected ',' or '}' in object")
+			}
+		}
+		if folds {
+			if err := c.checkRootFolds(c.members[base:]); err != nil {
+				return err
 			}
 		}
 		rewrite := false
@@ -462,6 +475,7 @@ func (c *canon) failDuplicate(key []byte) error {
 func (c *canon) rootFact(key []byte) {
 	switch string(key) {
 	case "model":
+		c.req.HasModel = true
 		if c.kind == kindString {
 			c.req.Model = string(c.lastStr)
 		}

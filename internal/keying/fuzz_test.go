@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"regexp"
 	"slices"
@@ -21,7 +22,10 @@ var fuzzSeeds = []string{
 	`{"model":"gpt-3.5-turbo-instruct","prompt":"Once upon a time ","max_tokens":16,"logit_bias":{"50256":-100},"stop":["\n\n"],"echo":false}`,
 	`{"model":"text-embedding-3-small","input":["The food was delicious","\u00e9t\u00e9 \ud83d\ude00"],"encoding_format":"float","dimensions":256}`,
 	`{"model":"m","response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object"}}},"metadata":{"a":"b"},"store":true}`,
-	`{"a":[1,1.0,1e0,10e-1,0.1e1,-0,0.0000001,1e21,1e22,123456789012345678901234567890,1E-99999999999999999999]}`,
+	`{"a":[1,1.0,1e0,10e-1,0.1e1,-0,0.0000001,1e21,1e22,123456789012345678901234567890,1E-999999999999999999]}`,
+	`{"a":1E-9999999999999999999}`,
+	`{"model":"a","MODEL":"b"}`,
+	`{"Model":"x","\u212a":1,"k":2}`,
 	`{"s":"\u0000\u001f\"\\\/\b\f\n\r\t\ud800\udfff\uDBFF\uDC00","\u00e9":1,"e":2}`,
 	"{ \"b\" : [ { \"z\" : null , \"y\" : true } ] ,\n\t\"a\" : false }",
 	`{"a":1,"a":2}`,
@@ -119,6 +123,9 @@ func reference(body []byte) (refResult, error) {
 	if !ok {
 		return refResult{}, errors.New("not an object")
 	}
+	if err := refFolds(root); err != nil {
+		return refResult{}, err
+	}
 	var res refResult
 	res.canon = refWrite(nil, root, "root")
 	res.req = refFacts(root)
@@ -136,6 +143,12 @@ func refRead(dec *json.Decoder, depth int) (any, error) {
 	}
 	d, ok := tok.(json.Delim)
 	if !ok {
+		if n, ok := tok.(json.Number); ok {
+			_, exp, _ := strings.Cut(strings.ToLower(string(n)), "e")
+			if len(strings.TrimLeft(strings.TrimLeft(exp, "+-"), "0")) > MaxExponentDigits {
+				return nil, errors.New("exponent out of range")
+			}
+		}
 		return tok, nil // string, json.Number, bool or nil
 	}
 	if depth+1 > MaxDepth {
@@ -171,6 +184,25 @@ func refRead(dec *json.Decoder, depth int) (any, error) {
 	}
 	_, err = dec.Token()
 	return o, err
+}
+
+// refFolds is the case rule the slow way: strings.EqualFold between every
+// pair of top-level keys, and between each key and the fields Corral reads.
+func refFolds(root *refObject) error {
+	keys := slices.Collect(maps.Keys(root.vals))
+	for i, k := range keys {
+		for _, f := range readFields {
+			if k != f && strings.EqualFold(k, f) {
+				return fmt.Errorf("%q is a case variant of %q", k, f)
+			}
+		}
+		for _, k2 := range keys[i+1:] {
+			if strings.EqualFold(k, k2) {
+				return fmt.Errorf("%q and %q differ only in case", k, k2)
+			}
+		}
+	}
+	return nil
 }
 
 func refDropped(root *refObject, key string) bool {
@@ -333,6 +365,7 @@ func refInt(v any) (int, bool) {
 func refFacts(root *refObject) Request {
 	r := Request{N: 1}
 	r.Model, _ = root.vals["model"].(string)
+	_, r.HasModel = root.vals["model"]
 	r.Stream, _ = root.vals["stream"].(bool)
 	if so, ok := root.vals["stream_options"].(*refObject); ok {
 		r.IncludeUsage, _ = so.vals["include_usage"].(bool)

@@ -71,7 +71,15 @@
 //     Escaped lone surrogates ("\ud800") are valid JSON and are kept as
 //     they are, not replaced;
 //   - nesting deeper than MaxDepth objects and arrays, so hostile input
-//     cannot make the scanner recurse without bound.
+//     cannot make the scanner recurse without bound;
+//   - top-level keys that differ only in letter case from each other or
+//     from a field Corral reads ({"MODEL":"x"}, {"model":"a","Model":"b"}),
+//     also wrapping ErrAmbiguousKey: case-insensitive decoders upstream
+//     (Go's encoding/json) would read a model Corral did not check. Nested
+//     keys may differ in case (JSON schemas name properties freely);
+//   - a number whose exponent has more than MaxExponentDigits digits, also
+//     wrapping ErrNumberOutOfRange, so every number is canonicalised in
+//     time linear in its length.
 package keying
 
 import (
@@ -102,6 +110,7 @@ var ErrInvalidJSON = errors.New("invalid JSON body")
 type Request struct {
 	Hash         string // hex sha256 of the canonical form (64 chars)
 	Model        string // top-level "model" ("" when absent or not a string)
+	HasModel     bool   // a top-level "model" is present, whatever its value
 	Stream       bool   // top-level "stream": true
 	IncludeUsage bool   // "stream_options": {"include_usage": true}
 	MaxTokens    int    // "max_completion_tokens" if present, else "max_tokens", else 0
@@ -180,7 +189,7 @@ func getCanon() *canon { return canonPool.Get().(*canon) }
 
 func putCanon(c *canon) {
 	c.in, c.lastStr = nil, nil
-	if cap(c.out) > maxPooledBytes || cap(c.final) > maxPooledBytes ||
+	if cap(c.out) > maxPooledBytes || cap(c.final) > maxPooledBytes || cap(c.fold) > maxPooledBytes ||
 		cap(c.str) > maxPooledBytes || cap(c.keys) > maxPooledBytes ||
 		cap(c.num) > maxPooledBytes || cap(c.members) > maxPooledBytes/40 ||
 		cap(c.order) > maxPooledBytes/40 || cap(c.objects) > maxPooledBytes/48 {

@@ -1,10 +1,24 @@
 package keying
 
 import (
+	"errors"
+	"fmt"
 	"math"
-	"math/big"
 	"strconv"
 )
+
+// MaxExponentDigits is the longest exponent a number may have, leading
+// zeros aside: |E| < 10^18, so every exponent and every sum with the body's
+// length fits an int64 and a number is canonicalised in time linear in its
+// length. No real request comes near it (float64 ends at 1e308); a longer
+// exponent would need arbitrary-precision arithmetic whose cost is
+// quadratic in the exponent's length, which one hostile request could turn
+// into minutes of CPU.
+const MaxExponentDigits = 18
+
+// ErrNumberOutOfRange reports a number whose exponent has more than
+// MaxExponentDigits digits. Errors that wrap it also wrap ErrInvalidJSON.
+var ErrNumberOutOfRange = errors.New("number out of range")
 
 // number reads the JSON number at c.pos and writes its canonical form.
 //
@@ -75,6 +89,17 @@ func (c *canon) number() error {
 	c.pos = i
 	c.kind = kindNumber
 
+	exp := in[expStart:expEnd]
+	for len(exp) > 0 && exp[0] == '0' {
+		exp = exp[1:]
+	}
+	if len(exp) > MaxExponentDigits {
+		// Refused rather than computed: exact arithmetic on such an
+		// exponent costs time quadratic in its length (see MaxExponentDigits).
+		return fmt.Errorf("keying: %w: %w: an exponent of more than %d digits before offset %d",
+			ErrInvalidJSON, ErrNumberOutOfRange, MaxExponentDigits, c.pos)
+	}
+
 	d := append(append(c.num[:0], in[intStart:intEnd]...), in[fracStart:fracEnd]...)
 	c.num = d
 	lead := 0
@@ -95,15 +120,6 @@ func (c *canon) number() error {
 	// exponent below 10^18.
 	adj := int64(len(d)-end) - int64(fracEnd-fracStart)
 
-	exp := in[expStart:expEnd]
-	for len(exp) > 0 && exp[0] == '0' {
-		exp = exp[1:]
-	}
-	if len(exp) > 18 {
-		c.out = appendHugeExp(c.out, neg, digits, exp, expNeg, adj)
-		c.intOK = false
-		return nil
-	}
 	var e int64
 	for _, b := range exp {
 		e = e*10 + int64(b-'0')
@@ -166,23 +182,6 @@ func appendSignificand(dst, d []byte) []byte {
 		dst = append(dst, d[1:]...)
 	}
 	return append(dst, 'e')
-}
-
-// appendHugeExp is appendDecimal for an exponent of 19 digits or more,
-// which only hostile or broken clients send. Such a value is always in the
-// exponent form; the exponent is computed exactly with math/big.
-func appendHugeExp(dst []byte, neg bool, d, exp []byte, expNeg bool, adj int64) []byte {
-	if neg {
-		dst = append(dst, '-')
-	}
-	var x big.Int
-	x.SetString(string(exp), 10) // exp is all digits
-	if expNeg {
-		x.Neg(&x)
-	}
-	x.Add(&x, big.NewInt(adj+int64(len(d))-1))
-	dst = appendSignificand(dst, d)
-	return x.Append(dst, 10)
 }
 
 // toInt converts ±d×10^e to an int when it is a non-negative integer that

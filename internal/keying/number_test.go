@@ -1,6 +1,7 @@
 package keying
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"math/rand/v2"
@@ -103,8 +104,8 @@ func TestNumberReference(t *testing.T) {
 		{"1.5e-6", "0.0000015"},
 		{"1.5e-7", "1.5e-7"},
 		{"-98765.4321e-3", "-98.7654321"},
-		{"1e-99999999999999999999", "1e-99999999999999999999"},
-		{"123e99999999999999999999", "1.23e100000000000000000001"},
+		{"1e-999999999999999999", "1e-999999999999999999"},
+		{"123e999999999999999990", "1.23e999999999999999992"},
 	}
 	for _, tt := range tests {
 		if got := canonicalNumber(t, tt.give); got != tt.want {
@@ -112,6 +113,29 @@ func TestNumberReference(t *testing.T) {
 		}
 		if got := refNumber(tt.give); got != tt.want {
 			t.Errorf("refNumber(%s) = %s, want %s", tt.give, got, tt.want)
+		}
+	}
+}
+
+func TestNumberExponentBound(t *testing.T) {
+	tests := []struct {
+		give string
+		ok   bool
+	}{
+		{"1e999999999999999999", true},     // 18 digits: the longest accepted
+		{"1e-999999999999999999", true},    // and negative
+		{"1e0000999999999999999999", true}, // leading zeros do not count
+		{"1e1000000000000000000", false},   // 19 digits
+		{"0e1000000000000000000", false},   // even for zero
+		{"1e" + strings.Repeat("9", 1<<20), false},
+	}
+	for _, tt := range tests {
+		_, err := Parse("acme", chatEndpoint, []byte(`{"seed":`+tt.give+`}`))
+		if got := err == nil; got != tt.ok {
+			t.Errorf("Parse(seed %.40s) error %v, want accepted %v", tt.give, err, tt.ok)
+		}
+		if !tt.ok && (!errors.Is(err, ErrNumberOutOfRange) || !errors.Is(err, ErrInvalidJSON)) {
+			t.Errorf("Parse(seed %.40s) error %v, want ErrNumberOutOfRange and ErrInvalidJSON", tt.give, err)
 		}
 	}
 }

@@ -104,6 +104,31 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
+// Pause stops the server with SIGSTOP: it keeps its port and the kernel
+// still completes TCP handshakes, but it answers nothing (a hung Redis).
+// Resume, Stop and the test's cleanup undo it.
+func (s *Server) Pause() {
+	s.tb.Helper()
+	s.signal(syscall.SIGSTOP)
+}
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume() {
+	s.tb.Helper()
+	s.signal(syscall.SIGCONT)
+}
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.tb.Skip("redistest: cannot signal an external or stopped server")
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.tb.Fatalf("redistest: %v: %v", sig, err)
+	}
+}
+
 // Restart starts the server again on the same port, empty, after Stop.
 func (s *Server) Restart() {
 	s.tb.Helper()

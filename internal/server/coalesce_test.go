@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/tenant"
@@ -286,6 +288,18 @@ func TestLeaderSemaphore(t *testing.T) {
 	if second.status != 429 || !strings.Contains(second.body, `"code":"tenant_concurrency_exceeded"`) ||
 		second.header.Get("Retry-After") == "" || second.header.Get("Retry-After-Ms") == "" {
 		t.Errorf("second = %d %s %v; want 429 tenant_concurrency_exceeded with Retry-After", second.status, second.body, second.header)
+	}
+	// A refusal is not an answer: no cache status, and not counted as a
+	// miss (the dashboard would show rejections as savings).
+	if v := second.header.Get("X-Corral-Cache"); v != "" || second.header.Get("Cache-Status") != "" {
+		t.Errorf("refusal carries X-Corral-Cache %q, Cache-Status %q; want none", v, second.header.Get("Cache-Status"))
+	}
+	m := h.srv.metrics
+	if got := testutil.ToFloat64(m.RequestsCounter("solo", "/chat/completions", cacheMiss, 429)); got != 0 {
+		t.Errorf("the refusal counted as %v MISS; want 0", got)
+	}
+	if got := testutil.ToFloat64(m.RequestsCounter("solo", "/chat/completions", "NONE", 429)); got != 1 {
+		t.Errorf("refusals counted without a cache outcome = %v; want 1", got)
 	}
 	close(gate)
 	if a := <-first; a.status != 200 {

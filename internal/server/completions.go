@@ -54,7 +54,7 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 		}
 		facts, err := format.Parse(t.ID, keyScope(r, endpoint), body)
 		if err != nil {
-			writeError(w, errInvalidRequest("The request body is not a valid JSON object.", ""))
+			writeError(w, errBadBody(err))
 			return
 		}
 		if facts.Model == "" {
@@ -137,16 +137,16 @@ func storedKind(endpoint string) string {
 
 // serveBypass forwards a request that may not be cached or coalesced.
 func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
-	recordFrom(r.Context()).cache = cacheBypass
-	setCacheHeaders(w.Header(), cacheBypass, nil, false, c.ctl, s.now())
 	if c.t.TokensPerMinute > 0 {
 		res, aerr := s.takeTokens(r.Context(), c.t, ratelimit.Tokens, c.t.TokensPerMinute, c.facts.Estimate)
 		ratelimit.SetHeaders(w.Header(), ratelimit.Tokens.Suffix(), res)
 		if aerr != nil {
-			writeError(w, aerr)
+			writeError(w, aerr) // a refusal, not an answer: no cache status
 			return
 		}
 	}
+	recordFrom(r.Context()).cache = cacheBypass
+	setCacheHeaders(w.Header(), cacheBypass, nil, false, c.ctl, s.now())
 	req := upstream.Request{Method: http.MethodPost, Path: c.endpoint, RawQuery: c.query, Header: r.Header, Body: c.body}
 	if c.stored != nil {
 		s.forwardObjects(w, r, c.t, c.route(), req, objects.Access{Kind: storedKind(c.endpoint)}, true)
@@ -248,14 +248,21 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call, re
 		// The work ended without an answer: cancelled.
 		writeError(w, errUpstream)
 	default:
+		aerr := statusError(err)
 		var pe *flight.PanicError
-		if errors.As(err, &pe) {
+		switch {
+		case errors.As(err, &pe):
 			s.log.Error("flight panicked", "panic", pe.Value, "stack", string(pe.Stack))
-		} else {
+		case aerr.Status == http.StatusTooManyRequests:
+			// Corral's own refusal (tokens/min, tenant_concurrency_exceeded;
+			// an upstream 429 is an entry) is no answer: it carries no
+			// X-Corral-Cache and is not counted as a cache outcome.
+			rec.cache = ""
+		default:
 			setCacheHeaders(w.Header(), rec.cache, nil, false, c.ctl, s.now())
 		}
 		rec.err = err.Error()
-		writeError(w, statusError(err))
+		writeError(w, aerr)
 	}
 }
 

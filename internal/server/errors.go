@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/coalesce/flight"
 	"github.com/corralhq/corral/internal/failover"
+	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/wire"
@@ -27,6 +29,7 @@ type apiError struct {
 	Param   string // "" renders as null
 
 	retryAfter time.Duration // 429: when to retry; 0 = one second
+	neverFits  bool          // 429 for a request larger than the limit's burst: no retry can help, so no Retry-After
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -149,8 +152,14 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="corral"`)
 	}
-	if e.Status == http.StatusTooManyRequests && h.Get("Retry-After") == "" {
-		// Every 429 says when to retry; the official SDKs honour it.
+	switch {
+	case e.Status != http.StatusTooManyRequests:
+	case e.neverFits:
+		// Retrying cannot help, and the SDKs retry whatever says when.
+		h.Del("Retry-After")
+		h.Del("retry-after-ms")
+	case h.Get("Retry-After") == "":
+		// Every other 429 says when to retry; the official SDKs honour it.
 		d := e.retryAfter
 		if d <= 0 {
 			d = time.Second
@@ -178,6 +187,18 @@ func errorFormatOf(w http.ResponseWriter) wire.Format {
 		w = u.Unwrap()
 	}
 	return errorFormat
+}
+
+// errBadBody maps a body parse error to what the client is told: which
+// rule the body broke, never the body's bytes.
+func errBadBody(err error) *apiError {
+	switch {
+	case errors.Is(err, keying.ErrNumberOutOfRange):
+		return errInvalidRequest(fmt.Sprintf("A number in the request body has an exponent of more than %d digits.", keying.MaxExponentDigits), "")
+	case errors.Is(err, keying.ErrAmbiguousKey):
+		return errInvalidRequest("Top-level field names of the request body must not differ only in letter case from each other or from an API field (such as \"MODEL\" for \"model\").", "")
+	}
+	return errInvalidRequest("The request body is not a valid JSON object.", "")
 }
 
 // errConcurrency answers when the tenant's leader semaphore stayed full for

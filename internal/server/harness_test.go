@@ -3,6 +3,7 @@ package server
 import (
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -63,6 +64,7 @@ type harnessOptions struct {
 	logs            io.Writer // access and error logs (JSON, debug level); default discarded
 	wrapUpstream    func(http.Handler) http.Handler
 	anthropic       bool // the mock also serves as an anthropic upstream ("claude", key anthropicUpstreamKey in x-api-key)
+	wrapListener    func(net.Listener) net.Listener // the gateways' listeners, when set
 }
 
 func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
@@ -152,7 +154,11 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		gw := httptest.NewServer(srv)
+		gw := httptest.NewUnstartedServer(srv)
+		if o.wrapListener != nil {
+			gw.Listener = o.wrapListener(gw.Listener)
+		}
+		gw.Start()
 		tb.Cleanup(gw.Close)
 		h.srvs = append(h.srvs, srv)
 		h.gws = append(h.gws, gw)

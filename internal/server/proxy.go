@@ -62,7 +62,12 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 			writeError(w, aerr)
 			return
 		}
-		if aerr := s.checkProxiedModel(r, t, rel, body); aerr != nil {
+		// The model allow-list holds on every path, not only the cached ones.
+		model, aerr := checkProxiedModel(t, r, body)
+		if model != "" {
+			recordFrom(r.Context()).model = model
+		}
+		if aerr != nil {
 			writeError(w, aerr)
 			return
 		}
@@ -126,26 +131,6 @@ func compressed(r *http.Request) bool {
 		}
 	}
 	return false
-}
-
-// checkProxiedModel holds the model allow-list on proxied paths: a body
-// that names a model must name an allowed one.
-func (s *Server) checkProxiedModel(r *http.Request, t *tenant.Tenant, rel string, body []byte) *apiError {
-	if t.Models == nil || len(body) == 0 || body[0] != '{' {
-		return nil
-	}
-	// The keying scanner matches "model" exactly and refuses duplicate
-	// keys, so a body cannot show one model to Corral and another to
-	// the upstream (encoding/json would match "Model" too).
-	facts, err := errorFormat.Parse(t.ID, rel, body)
-	if err != nil {
-		return errInvalidRequest("The request body is not a valid JSON object.", "")
-	}
-	if facts.Model != "" && !t.Allows(facts.Model) {
-		recordFrom(r.Context()).model = facts.Model
-		return errModelNotAllowed(facts.Model)
-	}
-	return nil
 }
 
 // proxyPath returns the request's path below /v1, refusing any path that

@@ -45,8 +45,9 @@ func (s *Server) takeTokens(ctx context.Context, t *tenant.Tenant, kind ratelimi
 	switch {
 	case errors.Is(err, ratelimit.ErrExceedsBurst):
 		s.metrics.RateLimited(t.ID, kind.Suffix())
-		return res, &apiError{Status: http.StatusTooManyRequests, Type: kind.Suffix(), Code: "rate_limit_exceeded",
-			Message: fmt.Sprintf("Request too large for %s per minute: limit %d, requested %d.", kind.Suffix(), perMinute, n)}
+		return res, &apiError{Status: http.StatusTooManyRequests, Type: kind.Suffix(), Code: "rate_limit_exceeded", neverFits: true,
+			Message: fmt.Sprintf("Request too large for %s per minute: limit %d, requested %d. It can never fit this limit, so retrying will not help; send a smaller request (fewer max_tokens or a shorter prompt).",
+				kind.Suffix(), perMinute, n)}
 	case err != nil:
 		return res, nil
 	case !res.Allowed:

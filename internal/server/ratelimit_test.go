@@ -149,3 +149,29 @@ func TestSDKsAndRateLimits(t *testing.T) {
 		t.Errorf("attempts = %d; want a 429 then a successful retry", attempts.Load())
 	}
 }
+
+// TestRequestThatNeverFitsTheTokenBurst: a request whose estimate exceeds
+// the tenant's whole tokens/min burst can never be admitted, so its 429
+// says so and carries no Retry-After or retry-after-ms: the SDKs would
+// otherwise retry it in vain (issue 13, fault 8).
+func TestRequestThatNeverFitsTheTokenBurst(t *testing.T) {
+	h := newHarness(t, func(o *harnessOptions) {
+		o.tenants = []tenant.Spec{limitedTenant("tpm", "sk-tpm", 0, 1000)}
+	})
+	body := `{"model":"gpt-4o-mini","max_tokens":5000,"messages":[{"role":"user","content":"too big"}]}`
+	for _, hdr := range [][]string{nil, {"Cache-Control", "no-store"}, {"Cache-Control", "no-cache"}} {
+		a := send(context.Background(), h.gw.URL, "sk-tpm", body, hdr...)
+		if a.status != 429 || !strings.Contains(a.body, "never fit") || !strings.Contains(a.body, `"code":"rate_limit_exceeded"`) {
+			t.Errorf("%v: %d %s; want a 429 saying the request can never fit", hdr, a.status, a.body)
+		}
+		if a.header.Get("Retry-After") != "" || a.header.Get("Retry-After-Ms") != "" {
+			t.Errorf("%v: Retry-After %q, retry-after-ms %q; want neither", hdr, a.header.Get("Retry-After"), a.header.Get("Retry-After-Ms"))
+		}
+		if v := a.header.Get("X-Corral-Cache"); v != "" {
+			t.Errorf("%v: a refusal carries X-Corral-Cache %q; want none", hdr, v)
+		}
+	}
+	if n := h.mock.Stats().Requests; n != 0 {
+		t.Errorf("upstream calls = %d; want 0", n)
+	}
+}

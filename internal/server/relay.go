@@ -6,7 +6,6 @@ import (
 	"mime"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/upstream"
@@ -121,9 +120,9 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 }
 
 // eventWriter writes an event stream to one client: headers that keep
-// proxies from buffering, a flush after every batch, and a write deadline
-// so a client that stops reading is dropped alone instead of pinning its
-// handler.
+// proxies from buffering and a flush after every batch. The write deadline
+// that drops a client that stops reading (alone, instead of pinning its
+// handler) is writeDeadline's, as for every answer.
 type eventWriter struct {
 	s      *Server
 	w      http.ResponseWriter
@@ -147,7 +146,6 @@ func (s *Server) startEvents(w http.ResponseWriter, format wire.Format) *eventWr
 // send writes events, except those skip refuses (skip may be nil), and
 // flushes; false means the client is gone.
 func (ew *eventWriter) send(skip func([]byte) bool, events ...[]byte) bool {
-	_ = ew.rc.SetWriteDeadline(time.Now().Add(writeStall))
 	for _, ev := range events {
 		if skip != nil && skip(ev) {
 			continue
@@ -167,10 +165,6 @@ func (ew *eventWriter) fail(err error) {
 }
 
 func (ew *eventWriter) close() { ew.s.metrics.Streams(-1) }
-
-// writeStall is how long a stream write may block on a client that does
-// not read before the client is dropped.
-const writeStall = 30 * time.Second
 
 func isEventStream(h http.Header) bool {
 	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))

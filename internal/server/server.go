@@ -96,6 +96,10 @@ type Options struct {
 	// Reload re-reads the tenants file for POST /admin/reload and SIGHUP.
 	// nil means reload is not available.
 	Reload func() (*tenant.Registry, error)
+	// WriteStall is how long one write of a response may block on a client
+	// that does not read before the client is dropped; it applies to every
+	// answer, streamed or not. Default 30s.
+	WriteStall time.Duration
 	// Objects records which tenant owns which stored object (files,
 	// batches, stored responses, ...). Default: in memory, which a restart
 	// forgets; cmd/gateway wires Redis or a bbolt file.
@@ -132,6 +136,7 @@ type Server struct {
 	cache      Store
 	flights    *coalesce.Coalescer
 	health     *breaker.Breaker // nil in embedded mode
+	writeStall time.Duration    // see Options.WriteStall
 	limiter    ratelimit.Limiter
 	metrics    *metrics.Metrics
 	usage      UsageRecorder
@@ -152,6 +157,7 @@ func New(o Options) (*Server, error) {
 		up:         o.Upstreams,
 		log:        cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
 		maxBody:    o.MaxBodyBytes,
+		writeStall: cmp.Or(o.WriteStall, 30*time.Second),
 		ready:      o.Ready,
 		ids:        newRequestIDs(),
 		cache:      o.Cache,
@@ -220,7 +226,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(requestID(s.ids), s.countInFlight, accessLog(s.log, s.observe), recoverer(s.log))
+	r.Use(writeDeadline(s.writeStall), requestID(s.ids), s.countInFlight, accessLog(s.log, s.observe), recoverer(s.log))
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errNotFound) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
 

@@ -1,0 +1,167 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SentinelMaster is the master name a Sentinel set from StartSentinel
+// watches.
+const SentinelMaster = "corral"
+
+// Sentinel is a real local Sentinel set owned by a test: one master, its
+// replicas and three Sentinels watching them, each its own process.
+type Sentinel struct {
+	tb        testing.TB
+	master    string   // host:port of the first master
+	replicas  []string // host:port of its replicas
+	sentinels []string // host:port of the Sentinels
+	cmds      []*exec.Cmd
+}
+
+// StartSentinel starts a master with replicas replicas and three Sentinels
+// (quorum 2, down after 1 s) and waits until every Sentinel sees the master,
+// its replicas and the other Sentinels, so a failover can run.
+func StartSentinel(tb testing.TB, replicas int) *Sentinel {
+	tb.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("redistest: redis-server must be on PATH in CI")
+		}
+		tb.Skip("redistest: redis-server not installed")
+	}
+	dir := tb.TempDir()
+	s := &Sentinel{tb: tb}
+	tb.Cleanup(s.stop)
+	start := func(args ...string) string {
+		port, err := freePort()
+		if err != nil {
+			tb.Fatalf("redistest: free port: %v", err)
+		}
+		if len(args) > 0 && args[0][0] != '-' {
+			// A config file must come first (sentinels need one to write).
+			args = append([]string{args[0], "--port", strconv.Itoa(port)}, args[1:]...)
+		} else {
+			args = append([]string{"--port", strconv.Itoa(port)}, args...)
+		}
+		cmd := exec.Command(bin, args...)
+		if err := cmd.Start(); err != nil {
+			tb.Fatalf("redistest: start: %v", err)
+		}
+		s.cmds = append(s.cmds, cmd)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		if err := waitReady("redis://"+addr, cmd); err != nil {
+			tb.Fatalf("redistest: %v", err)
+		}
+		return addr
+	}
+	common := []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning", "--dir", dir}
+	s.master = start(common...)
+	host, port, _ := splitAddr(s.master)
+	for range replicas {
+		s.replicas = append(s.replicas, start(append([]string{"--replicaof", host, port}, common...)...))
+	}
+	for i := range 3 {
+		conf := filepath.Join(dir, fmt.Sprintf("sentinel-%d.conf", i))
+		body := fmt.Sprintf("bind 127.0.0.1\nprotected-mode no\ndir %s\n"+
+			"sentinel monitor %s %s %s 2\nsentinel down-after-milliseconds %[2]s 1000\n"+
+			"sentinel failover-timeout %[2]s 5000\nsentinel parallel-syncs %[2]s 1\n", dir, SentinelMaster, host, port)
+		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		s.sentinels = append(s.sentinels, start(conf, "--sentinel"))
+	}
+	s.waitWatching(replicas)
+	return s
+}
+
+func splitAddr(addr string) (host, port string, err error) {
+	for i := len(addr) - 1; i >= 0; i-- {
+		if addr[i] == ':' {
+			return addr[:i], addr[i+1:], nil
+		}
+	}
+	return "", "", fmt.Errorf("no port in %q", addr)
+}
+
+// waitWatching polls each Sentinel until it knows the replicas and the two
+// other Sentinels; Sentinels give no other signal.
+func (s *Sentinel) waitWatching(replicas int) {
+	s.tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, addr := range s.sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			reps, err := sc.Replicas(ctx, SentinelMaster).Result()
+			sens, serr := sc.Sentinels(ctx, SentinelMaster).Result()
+			cancel()
+			if err == nil && serr == nil && len(reps) == replicas && len(sens) == len(s.sentinels)-1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = sc.Close()
+				s.tb.Fatalf("redistest: sentinel %s sees %d replicas and %d sentinels (%v, %v)", addr, len(reps), len(sens), err, serr)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = sc.Close()
+	}
+}
+
+// URL lists the Sentinels in go-redis's cluster URL form, as
+// CORRAL_REDIS_URL takes them with CORRAL_REDIS_SENTINEL_MASTER.
+func (s *Sentinel) URL() string {
+	u := "redis://" + s.sentinels[0]
+	for i, a := range s.sentinels[1:] {
+		sep := "&"
+		if i == 0 {
+			sep = "?"
+		}
+		u += sep + "addr=" + a
+	}
+	return u
+}
+
+// Failover asks a Sentinel to promote a replica now and waits until the
+// Sentinels name a new master.
+func (s *Sentinel) Failover() {
+	s.tb.Helper()
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.sentinels[0]})
+	defer sc.Close()
+	ctx := context.Background()
+	before, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
+	if err != nil {
+		s.tb.Fatalf("redistest: master: %v", err)
+	}
+	if err := sc.Failover(ctx, SentinelMaster).Err(); err != nil {
+		s.tb.Fatalf("redistest: SENTINEL FAILOVER: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		now, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
+		if err == nil && len(now) == 2 && now[1] != before[1] {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.tb.Fatalf("redistest: no new master 30 s after SENTINEL FAILOVER")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *Sentinel) stop() {
+	for _, cmd := range s.cmds {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+}
