@@ -27,5 +27,7 @@ Try it:
   curl -si http://%[1]s/v1/chat/completions -H "Authorization: Bearer %[2]s" -H "Content-Type: application/json" -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello, Corral"}]}'
 
 Run it twice: the second answer carries X-Corral-Cache: HIT.
+The Responses API (/v1/responses) and Anthropic's Messages API (/v1/messages,
+key in x-api-key or Authorization) are served by the same mock.
 `, host, DemoKey)
 }

@@ -110,7 +110,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		getenv = os.LookupEnv
 	}
 	m := metrics.New()
-	router, reloadUpstreams, err := newRouter(cfg, getenv, m, log)
+	router, reloadUpstreams, err := newRouter(cfg, getenv, m, log, o.Demo)
 	if err != nil {
 		return nil, err
 	}

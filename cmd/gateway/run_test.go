@@ -101,6 +101,27 @@ func TestRunDemoServesAndStops(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "mock reply to: Hello, Corral") {
 		t.Errorf("demo chat = %d %s", resp.StatusCode, body)
 	}
+	// The demo's mock answers the Responses API and Anthropic's Messages too.
+	for _, tt := range []struct{ path, body, header string }{
+		{"/responses", `{"model":"gpt-4o-mini","input":"Hello, Corral"}`, "Authorization"},
+		{"/messages", `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"Hello, Corral"}]}`, "X-Api-Key"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, base+tt.path, strings.NewReader(tt.body))
+		v := DemoKey
+		if tt.header == "Authorization" {
+			v = "Bearer " + DemoKey
+		}
+		req.Header.Set(tt.header, v)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), "mock reply to: Hello, Corral") {
+			t.Errorf("demo %s = %d %s", tt.path, resp.StatusCode, body)
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("run returned %v after shutdown; want nil", err)

@@ -40,8 +40,18 @@ func upstreamSet(cfg config.Config, getenv func(string) (string, bool)) (*failov
 // newRouter routes over the upstreams file's upstreams, or over the one
 // default upstream of CORRAL_UPSTREAM_URL when there is no file. reload
 // re-reads the file (nil without one).
-func newRouter(cfg config.Config, getenv func(string) (string, bool), m *metrics.Metrics, log *slog.Logger) (r *failover.Router, reload func() (*failover.Set, error), err error) {
+func newRouter(cfg config.Config, getenv func(string) (string, bool), m *metrics.Metrics, log *slog.Logger, demo bool) (r *failover.Router, reload func() (*failover.Set, error), err error) {
 	opts := failover.Options{Timeout: cfg.UpstreamTimeout, Observer: m}
+	if demo {
+		// The mock model speaks both APIs: one upstream for each.
+		up, err := upstream.New(upstream.Options{BaseURL: cfg.UpstreamURL, Timeout: cfg.UpstreamTimeout})
+		if err != nil {
+			return nil, nil, err
+		}
+		ms := []*pool.Member{{Name: "mock", API: config.APIOpenAI, Weight: 1}, {Name: "mock-anthropic", API: config.APIAnthropic, Weight: 1}}
+		opts.NoHealth = true
+		return failover.New(&failover.Set{Pool: pool.New(ms, pool.Options{}), Clients: map[string]failover.Doer{"mock": up, "mock-anthropic": up}}, opts), nil, nil
+	}
 	if cfg.UpstreamsFile == "" {
 		up, err := upstream.New(upstream.Options{BaseURL: cfg.UpstreamURL, APIKey: cfg.UpstreamAPIKey, Timeout: cfg.UpstreamTimeout})
 		if err != nil {

@@ -34,8 +34,10 @@ func BenchmarkAPIHits(b *testing.B) {
 		{"chat-stream", "/chat/completions", strings.Replace(chatBody("api hit benchmark"), `{"model"`, `{"stream":true,"model"`, 1)},
 		{"responses", "/responses", `{"model":"gpt-4o-mini","input":"api hit benchmark"}`},
 		{"responses-stream", "/responses", `{"model":"gpt-4o-mini","input":"api hit benchmark","stream":true}`},
+		{"messages", "/messages", `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"api hit benchmark"}]}`},
+		{"messages-stream", "/messages", `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"api hit benchmark"}],"stream":true}`},
 	}
-	h := newHarness(b)
+	h := newHarness(b, withAnthropic)
 	for _, tt := range tests {
 		b.Run(tt.name, func(b *testing.B) {
 			req, _ := http.NewRequest(http.MethodPost, h.gw.URL+"/v1"+tt.path, strings.NewReader(strings.Replace(tt.body, `"stream":true,`, "", 1)))
