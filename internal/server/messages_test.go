@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net/http"
@@ -33,28 +32,7 @@ func msgParams(text string) anthropic.MessageNewParams {
 // postMessages sends a raw Messages request with the tenant key in
 // x-api-key, as Anthropic's SDKs do.
 func postMessages(ctx context.Context, url, key, body string, hdr ...string) answer {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return answer{err: err}
-	}
-	req.Header.Set("X-Api-Key", key)
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return answer{err: err}
-	}
-	defer resp.Body.Close()
-	var b strings.Builder
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
-	for sc.Scan() {
-		b.WriteString(sc.Text())
-		b.WriteByte('\n')
-	}
-	return answer{status: resp.StatusCode, header: resp.Header, body: strings.TrimSuffix(b.String(), "\n")}
+	return sendWith(ctx, url, body, append([]string{"X-Api-Key", key}, hdr...)...)
 }
 
 func TestMessagesWithTheAnthropicSDK(t *testing.T) {
