@@ -63,9 +63,9 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// The model allow-list holds on every path, not only the cached ones.
-		model, aerr := checkProxiedModel(t, r, body)
-		if model != "" {
-			recordFrom(r.Context()).model = model
+		checked, aerr := checkProxiedModel(t, r, body)
+		if checked != "" {
+			recordFrom(r.Context()).model = checked
 		}
 		if aerr != nil {
 			writeError(w, aerr)
@@ -75,7 +75,11 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 			writeError(w, aerr)
 			return
 		}
-		model = bodyModel(body)
+		// Routing reads the body's model (the outer model: a proxied call
+		// goes only to an upstream that serves it).
+		if model = bodyModel(body); model == "" {
+			model = checked
+		}
 		if len(body) > 0 || r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
 			req.Body = body
 		}

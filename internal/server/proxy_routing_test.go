@@ -1,0 +1,63 @@
+package server
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/corralhq/corral/internal/failover"
+	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/pool"
+	"github.com/corralhq/corral/internal/upstream"
+)
+
+// TestProxiedCallsRouteByModel: a proxied request with a model in its body
+// (count_tokens, moderations, ...) goes only to an upstream whose models
+// match it, and one that none serves is 404 model_not_found in its API's
+// shape, never sent to an upstream that does not serve it.
+func TestProxiedCallsRouteByModel(t *testing.T) {
+	gpt := newFakeUpstream(t, "gpt", mockllm.Options{})
+	llama := newFakeUpstream(t, "llama", mockllm.Options{})
+	ant := newFakeUpstream(t, "ant", mockllm.Options{})
+	mk := func() *failover.Router {
+		clients := map[string]failover.Doer{}
+		for _, f := range []*fakeUpstream{gpt, llama, ant} {
+			auth := ""
+			if f == ant {
+				auth = "x-api-key"
+			}
+			c, err := upstream.New(upstream.Options{BaseURL: f.srv.URL + "/v1", APIKey: f.key, Auth: auth, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients[f.name] = c
+		}
+		ms := []*pool.Member{{Name: "gpt", API: "openai", Weight: 1, Models: []string{"gpt-*", "omni-*"}},
+			{Name: "llama", API: "openai", Weight: 1, Models: []string{"llama*"}},
+			{Name: "ant", API: "anthropic", Weight: 1, Models: []string{"claude-*"}}}
+		return failover.New(&failover.Set{Pool: pool.New(ms, pool.Options{}), Clients: clients}, failover.Options{Timeout: 10 * time.Second})
+	}
+	h := newHarness(t, func(o *harnessOptions) { o.server = func(so *Options) { so.Upstreams = mk() } })
+	ctx := context.Background()
+
+	ct := h.gw.URL + "/v1/messages/count_tokens"
+	if a := postMessages(ctx, ct, acmeKey, `{"model":"gpt-4o","messages":[{"role":"user","content":"x"}]}`); a.status != 404 ||
+		a.body != `{"type":"error","error":{"type":"not_found_error","message":"The model is not served by any upstream of this gateway."}}` {
+		t.Errorf("count_tokens for a model no anthropic upstream serves: %d %s", a.status, a.body)
+	}
+	if n := ant.calls.Load(); n != 0 {
+		t.Errorf("the anthropic upstream got %d calls for a model it does not serve", n)
+	}
+	if a := postMessages(ctx, ct, acmeKey, `{"model":"claude-x","messages":[{"role":"user","content":"x"}]}`); a.status != 200 || a.header.Get("X-Corral-Upstream") != "ant" {
+		t.Errorf("count_tokens for a served model: %d %s %s", a.status, a.header.Get("X-Corral-Upstream"), a.body)
+	}
+	// OpenAI's proxied endpoints: each call lands where its model lives.
+	for range 10 {
+		if a := sendTo(ctx, h.gw.URL+"/v1/moderations", acmeKey, `{"model":"llama-guard","input":"x"}`); a.header.Get("X-Corral-Upstream") != "llama" {
+			t.Fatalf("moderations for llama-guard went to %q (%d %s)", a.header.Get("X-Corral-Upstream"), a.status, a.body)
+		}
+	}
+	if n := gpt.calls.Load(); n != 0 {
+		t.Errorf("the gpt upstream got %d calls for llama-guard", n)
+	}
+}
