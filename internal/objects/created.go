@@ -26,11 +26,14 @@ var kinds = map[string]string{
 	"video":           "video",
 	"chatkit.session": "chatkit_session",
 	"chatkit.thread":  "chatkit_thread",
+	// Anthropic's Message Batches name their kind in "type", not "object".
+	"message_batch": "message_batch",
 }
 
 // answer is the part of an upstream object Created reads.
 type answer struct {
 	Object string `json:"object"`
+	Type   string `json:"type"` // Anthropic's objects: "message_batch"
 	ID     string `json:"id"`
 	// An upload's complete step returns the file it made.
 	File *struct {
@@ -77,6 +80,9 @@ func CreatedAs(body []byte, create bool, kind string) []Ref {
 	if json.Unmarshal(body, &a) != nil {
 		return nil
 	}
+	if a.Object == "" && a.Type == "message_batch" {
+		a.Object = a.Type
+	}
 	if kinds[a.Object] != kind && !(a.Object == "thread.run" && kind == "thread") {
 		return nil
 	}
@@ -84,6 +90,9 @@ func CreatedAs(body []byte, create bool, kind string) []Ref {
 }
 
 func (a *answer) refs(create bool) []Ref {
+	if a.Object == "" && a.Type == "message_batch" {
+		a.Object = a.Type
+	}
 	kind, ok := kinds[a.Object]
 	if a.Object == "thread.run" && a.ThreadID != "" && create {
 		return []Ref{{ID: a.ThreadID, Kind: "thread"}}

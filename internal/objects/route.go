@@ -46,6 +46,9 @@ type collection struct {
 // its children's, which the upstream scopes to it). Longer paths first,
 // so /chat/completions wins over a shorter prefix.
 var collections = []collection{
+	// Anthropic's Message Batches (their results are every prompt's
+	// answers) live on the shared Anthropic account like OpenAI's batches.
+	{path: "/messages/batches", kind: "message_batch"},
 	{path: "/fine_tuning/jobs", kind: "fine_tuning_job"},
 	// ChatKit threads are made by the ChatKit front end at the upstream,
 	// never through Corral, so they are nobody's until an operator

@@ -176,7 +176,13 @@ func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.T
 	rec := recordFrom(r.Context())
 	q := r.URL.Query()
 	limit, _ := strconv.Atoi(q.Get("limit"))
-	backwards := q.Has("before")
+	// Anthropic's lists page with after_id and before_id, OpenAI's with
+	// after and before.
+	afterParam, beforeParam := "after", "before"
+	if apiOf(req.Path) == apiAnthropic {
+		afterParam, beforeParam = "after_id", "before_id"
+	}
+	backwards := q.Has(beforeParam)
 	var (
 		first       *objects.Page
 		header      http.Header
@@ -245,7 +251,7 @@ func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.T
 		if len(items) >= limit || !p.HasMore || backwards || len(p.IDs) == 0 {
 			break
 		}
-		q.Set("after", p.IDs[len(p.IDs)-1])
+		q.Set(afterParam, p.IDs[len(p.IDs)-1])
 		q.Set("limit", strconv.Itoa(max(limit, listPageSize)))
 		req.RawQuery = q.Encode()
 		if page == pagesNeeded-1 {

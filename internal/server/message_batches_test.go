@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeMessageBatches serves Anthropic's Message Batches API on one shared
+// account: every batch any tenant made is in its list, pages with after_id.
+func fakeMessageBatches(next http.Handler) http.Handler {
+	var mu sync.Mutex
+	var ids []string
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/messages/batches") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		batch := func(id string) map[string]any { return map[string]any{"id": id, "type": "message_batch", "processing_status": "ended"} }
+		switch rest := strings.TrimPrefix(r.URL.Path, "/v1/messages/batches"); {
+		case rest == "" && r.Method == http.MethodPost:
+			id := fmt.Sprintf("msgbatch_%02d", len(ids))
+			ids = append(ids, id)
+			_ = json.NewEncoder(w).Encode(batch(id))
+		case rest == "":
+			after := r.URL.Query().Get("after_id")
+			var data []any
+			started := after == ""
+			for _, id := range ids {
+				if started && len(data) < 2 {
+					data = append(data, batch(id))
+				}
+				if id == after {
+					started = true
+				}
+			}
+			more := len(data) == 2 && data[1].(map[string]any)["id"] != ids[len(ids)-1]
+			_ = json.NewEncoder(w).Encode(map[string]any{"data": data, "has_more": more, "first_id": nil, "last_id": nil})
+		default:
+			id, tail, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+			if tail == "results" {
+				w.Header().Set("Content-Type", "application/x-jsonl")
+				fmt.Fprintf(w, `{"custom_id":"secret answer of %s"}`+"\n", id)
+				return
+			}
+			_ = json.NewEncoder(w).Encode(batch(id))
+		}
+	})
+}
+
+// TestMessageBatchesStayTheirOwners: Anthropic's Message Batches on the
+// shared account are stored objects like OpenAI's batches: a tenant lists,
+// reads and fetches the results of its own only.
+func TestMessageBatchesStayTheirOwners(t *testing.T) {
+	h := newHarness(t, withAnthropic, func(o *harnessOptions) { o.wrapUpstream = fakeMessageBatches })
+	ctx := context.Background()
+	base := h.gw.URL + "/v1/messages/batches"
+	create := `{"requests":[{"custom_id":"a","params":{"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":"x"}]}}]}`
+	var mine []string
+	for i := range 3 {
+		key := acmeKey
+		if i == 1 {
+			key = limitedKey
+		}
+		a := postMessages(ctx, base, key, create)
+		var b struct{ ID string }
+		if a.status != 200 || json.Unmarshal([]byte(a.body), &b) != nil {
+			t.Fatalf("create: %d %s", a.status, a.body)
+		}
+		if key == limitedKey {
+			mine = append(mine, b.ID)
+		}
+	}
+	other := "msgbatch_00" // acme's
+	list, _ := getWith(ctx, base, "X-Api-Key", limitedKey)
+	if list.status != 200 || strings.Contains(list.body, other) || strings.Contains(list.body, "msgbatch_02") || !strings.Contains(list.body, mine[0]) {
+		t.Errorf("list: %d %s; want only %v", list.status, list.body, mine)
+	}
+	for _, p := range []string{"/" + other, "/" + other + "/results"} {
+		a, _ := getWith(ctx, base+p, "X-Api-Key", limitedKey)
+		if a.status != 404 || strings.Contains(a.body, "secret") || !strings.HasPrefix(a.body, `{"type":"error","error":{"type":"not_found_error"`) {
+			t.Errorf("GET %s of another tenant's batch: %d %s", p, a.status, a.body)
+		}
+	}
+	if a, _ := getWith(ctx, base+"/"+mine[0]+"/results", "X-Api-Key", limitedKey); a.status != 200 || !strings.Contains(a.body, mine[0]) {
+		t.Errorf("own results: %d %s", a.status, a.body)
+	}
+}
