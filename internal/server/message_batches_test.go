@@ -93,3 +93,26 @@ func TestMessageBatchesStayTheirOwners(t *testing.T) {
 		t.Errorf("own results: %d %s", a.status, a.body)
 	}
 }
+
+// TestMessageBatchesListPagesWithAfterID: a filtered list follows
+// Anthropic's pages with after_id, so batches past the first page are
+// found.
+func TestMessageBatchesListPagesWithAfterID(t *testing.T) {
+	h := newHarness(t, withAnthropic, func(o *harnessOptions) { o.wrapUpstream = fakeMessageBatches })
+	ctx := context.Background()
+	base := h.gw.URL + "/v1/messages/batches"
+	create := `{"requests":[{"custom_id":"a","params":{"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":"x"}]}}]}`
+	for i := range 5 {
+		key := acmeKey
+		if i >= 3 {
+			key = limitedKey
+		}
+		if a := postMessages(ctx, base, key, create); a.status != 200 {
+			t.Fatalf("create: %d %s", a.status, a.body)
+		}
+	}
+	list, _ := getWith(ctx, base+"?limit=2", "X-Api-Key", limitedKey)
+	if list.status != 200 || !strings.Contains(list.body, "msgbatch_03") || !strings.Contains(list.body, "msgbatch_04") || strings.Contains(list.body, "msgbatch_00") {
+		t.Errorf("list: %d %s; want msgbatch_03 and msgbatch_04 only", list.status, list.body)
+	}
+}
