@@ -123,7 +123,9 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 	case isEventStream(resp.Header):
 		o := relayOptions{onEvent: rc.event}
 		if acc.Kind == "response" {
-			o.format, o.endsAtEOF = responses.Format{}, true
+			// A Responses stream ends with its end event; one whose body
+			// ends first was cut and gets the API's error event.
+			o.format = responses.Format{}
 		}
 		s.relayWith(w, r, resp, o)
 	case isJSON(resp.Header):

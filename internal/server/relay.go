@@ -33,9 +33,6 @@ type relayOptions struct {
 	// onEvent sees each relayed event's data, the final event's excepted
 	// (nil: none).
 	onEvent func(data []byte)
-	// endsAtEOF: the stream's end is the end of the body (the Responses
-	// API sends no [DONE]), not a cut.
-	endsAtEOF bool
 }
 
 func (s *Server) relayWith(w http.ResponseWriter, r *http.Request, resp *http.Response, o relayOptions) {
@@ -94,7 +91,7 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 	for {
 		ev, err := er.Next()
 		if err != nil {
-			if errors.Is(err, io.EOF) && (done || o.endsAtEOF) {
+			if errors.Is(err, io.EOF) && done {
 				return
 			}
 			if r.Context().Err() != nil {
