@@ -253,10 +253,11 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call, re
 		switch {
 		case errors.As(err, &pe):
 			s.log.Error("flight panicked", "panic", pe.Value, "stack", string(pe.Stack))
-		case aerr.Status == http.StatusTooManyRequests:
-			// Corral's own refusal (tokens/min, tenant_concurrency_exceeded;
-			// an upstream 429 is an entry) is no answer: it carries no
-			// X-Corral-Cache and is not counted as a cache outcome.
+		case aerr.Status == http.StatusTooManyRequests, aerr == errNoUpstreamForModel:
+			// Corral's own refusal (tokens/min, tenant_concurrency_exceeded,
+			// a model no upstream serves; an upstream 429 is an entry) is no
+			// answer: it carries no X-Corral-Cache and is not counted as a
+			// cache outcome.
 			rec.cache = ""
 		default:
 			setCacheHeaders(w.Header(), rec.cache, nil, false, c.ctl, s.now())

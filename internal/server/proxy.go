@@ -189,6 +189,15 @@ func (s *Server) forwardCall(w http.ResponseWriter, r *http.Request, rt route, r
 		rec.upstreamMS = msSince(start)
 		rec.err = err.Error()
 		aerr := statusError(err)
+		if aerr == errNoUpstreamForModel {
+			// Corral's refusal, not an answer: no cache status, no
+			// upstream call counted.
+			rec.cache = ""
+			w.Header().Del("X-Corral-Cache")
+			w.Header().Del("Cache-Status")
+			writeError(w, aerr)
+			return nil, nil
+		}
 		s.countForwarded(rec, outcomeOf(aerr), start)
 		writeError(w, aerr)
 		return nil, nil

@@ -61,3 +61,35 @@ func TestProxiedCallsRouteByModel(t *testing.T) {
 		t.Errorf("the gpt upstream got %d calls for llama-guard", n)
 	}
 }
+
+// TestUnservedModelIsARefusal: a model no upstream serves is Corral's own
+// 404, not an answer: it carries no X-Corral-Cache or Cache-Status on any
+// path (cached, bypass, proxied).
+func TestUnservedModelIsARefusal(t *testing.T) {
+	gpt := newFakeUpstream(t, "gpt", mockllm.Options{})
+	h := newHarness(t, func(o *harnessOptions) {
+		o.server = func(so *Options) {
+			c, err := upstream.New(upstream.Options{BaseURL: gpt.srv.URL + "/v1", APIKey: gpt.key, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms := []*pool.Member{{Name: "gpt", API: "openai", Weight: 1, Models: []string{"gpt-*"}}}
+			so.Upstreams = failover.New(&failover.Set{Pool: pool.New(ms, pool.Options{}), Clients: map[string]failover.Doer{"gpt": c}}, failover.Options{})
+		}
+	})
+	ctx := context.Background()
+	for name, a := range map[string]answer{
+		"chat":      sendTo(ctx, h.gw.URL+"/v1/chat/completions", acmeKey, `{"model":"llama","messages":[{"role":"user","content":"x"}]}`),
+		"bypass":    sendWith(ctx, h.gw.URL+"/v1/chat/completions", `{"model":"llama","messages":[{"role":"user","content":"x"}]}`, "Authorization", "Bearer "+acmeKey, "Cache-Control", "no-store"),
+		"responses": sendTo(ctx, h.gw.URL+"/v1/responses", acmeKey, `{"model":"llama","input":"x"}`),
+		"messages":  postMessages(ctx, h.gw.URL+"/v1/messages", acmeKey, `{"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":"x"}]}`),
+		"proxied":   sendTo(ctx, h.gw.URL+"/v1/moderations", acmeKey, `{"model":"llama","input":"x"}`),
+	} {
+		if a.status != 404 || a.header.Get("X-Corral-Cache") != "" || a.header.Get("Cache-Status") != "" || a.header.Get("X-Corral-Upstream") != "" {
+			t.Errorf("%s: %d cache %q status %q upstream %q %s", name, a.status, a.header.Get("X-Corral-Cache"), a.header.Get("Cache-Status"), a.header.Get("X-Corral-Upstream"), a.body)
+		}
+	}
+	if n := gpt.calls.Load(); n != 0 {
+		t.Errorf("%d upstream calls", n)
+	}
+}
