@@ -44,14 +44,15 @@ func forwardHeader(dst, src http.Header) {
 // X-Request-Id is the one clients correlate with), and what describes the
 // upstream's account or servers rather than the answer.
 var responseDeny = map[string]bool{
-	"Content-Length":      true,
-	"Set-Cookie":          true,
-	"X-Request-Id":        true,
-	"Request-Id":          true, // Anthropic's own request id
-	"Openai-Organization": true,
-	"Openai-Project":      true,
-	"Server":              true,
-	"Alt-Svc":             true,
+	"Content-Length":            true,
+	"Set-Cookie":                true,
+	"X-Request-Id":              true,
+	"Request-Id":                true, // Anthropic's own request id
+	"Openai-Organization":       true,
+	"Openai-Project":            true,
+	"Anthropic-Organization-Id": true, // names Corral's Anthropic account
+	"Server":                    true,
+	"Alt-Svc":                   true,
 }
 
 // CopyResponseHeader copies the upstream response headers a client should
