@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/upstream"
@@ -30,7 +31,7 @@ const (
 
 // apiOf is the API a path below /v1 belongs to.
 func apiOf(path string) string {
-	if path == "/messages" || len(path) > len("/messages/") && path[:len("/messages/")] == "/messages/" {
+	if path == "/messages" || strings.HasPrefix(path, "/messages/") {
 		return apiAnthropic
 	}
 	return apiOpenAI
