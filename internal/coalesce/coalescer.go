@@ -43,6 +43,9 @@ type Options struct {
 	LeaderWait time.Duration
 	// MaxBody bounds a non-streamed upstream answer. Default 64 MiB.
 	MaxBody int64
+	// Now is the clock that decides whether a stored entry is still fresh
+	// (entry.Classify); it should be the store's. Default time.Now.
+	Now func() time.Time
 }
 
 // Coalescer runs flights. It is safe for concurrent use.
@@ -64,6 +67,9 @@ func New(o Options) (*Coalescer, error) {
 	o.WaitTimeout = cmp.Or(o.WaitTimeout, 120*time.Second)
 	o.LeaderWait = cmp.Or(o.LeaderWait, 10*time.Second)
 	o.MaxBody = cmp.Or(o.MaxBody, 64<<20)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
@@ -109,7 +115,21 @@ func (c *Coalescer) lookup(ctx context.Context, name, negName string, minStoredA
 	if err != nil {
 		return nil, false
 	}
-	return negcache.Pick(es[0], es[1], minStoredAt)
+	return c.pick(es[0], es[1], minStoredAt)
+}
+
+// pick is negcache.Pick over the entries that are still fresh: a store
+// keeps a positive entry past its TTL for the stale windows, and such an
+// entry is never served as a hit.
+func (c *Coalescer) pick(pos, neg *entry.Entry, minStoredAt time.Time) (e *entry.Entry, negative bool) {
+	now := c.o.Now()
+	if pos != nil && entry.Classify(pos, now, 0, 0) != entry.Fresh {
+		pos = nil
+	}
+	if neg != nil && entry.Classify(neg, now, 0, 0) != entry.Fresh {
+		neg = nil
+	}
+	return negcache.Pick(pos, neg, minStoredAt)
 }
 
 // store saves an entry; a store failure is recorded, never returned.

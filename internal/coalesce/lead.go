@@ -2,6 +2,7 @@ package coalesce
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/corralhq/corral/internal/cache/entry"
@@ -118,10 +119,16 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			var found []*entry.Entry
 			release, ok, found, err = c.o.Locker.TryAcquireOrRead(ctx, k.lock, []string{k.entry, k.negative}, clear...)
 			if err == nil {
-				if e, neg := pickFound(found); e != nil {
+				if e, neg := c.pickFound(found); e != nil {
 					return leadership{done: true, waited: l.waited, out: Outcome{Entry: e, Source: storedSource(neg, l.waited)}}, nil
 				}
 				looked = true
+				if !ok && slices.ContainsFunc(found, func(e *entry.Entry) bool { return e != nil }) {
+					// The script saw a value (an entry past its TTL, kept
+					// for the stale windows) and so did not take the lock:
+					// take it on its own.
+					release, ok, err = c.o.Locker.TryAcquire(ctx, k.lock, clear...)
+				}
 			}
 		} else {
 			release, ok, err = c.o.Locker.TryAcquire(ctx, k.lock, clear...)
@@ -181,14 +188,17 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 }
 
 // pickFound chooses from the entries read with the lock (response, then
-// negative): the response wins.
-func pickFound(found []*entry.Entry) (*entry.Entry, bool) {
-	for i, e := range found {
-		if e != nil {
-			return e, i == 1
-		}
+// negative): the fresh response wins. The combined read is made only
+// without a MinStoredAt (readsWithLock).
+func (c *Coalescer) pickFound(found []*entry.Entry) (*entry.Entry, bool) {
+	var pos, neg *entry.Entry
+	if len(found) > 0 {
+		pos = found[0]
 	}
-	return nil, false
+	if len(found) > 1 {
+		neg = found[1]
+	}
+	return c.pick(pos, neg, time.Time{})
 }
 
 func (c *Coalescer) watch(name string) (<-chan struct{}, func()) {

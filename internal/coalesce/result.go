@@ -25,6 +25,12 @@ type Request struct {
 	MinStoredAt time.Time // entries stored before this are not served
 	TTL         time.Duration
 	NegativeTTL time.Duration
+	// StaleWhileRevalidate and StaleIfError are the tenant's stale windows
+	// (0 = off): a positive entry is stored for TTL plus the larger of them
+	// (entry.StoreTTL) and keeps TTL as its own, so it knows when it stops
+	// being fresh.
+	StaleWhileRevalidate time.Duration
+	StaleIfError         time.Duration
 
 	// Body is sent upstream; Original is the client's body when Body was
 	// prepared from it (wire.Format.Prepare), else nil.

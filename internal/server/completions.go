@@ -174,10 +174,14 @@ func (s *Server) flightRequest(c *call) *coalesce.Request {
 		MinStoredAt: c.ctl.minStoredAt(s.now()),
 		TTL:         ttl,
 		NegativeTTL: c.t.NegativeTTL,
-		Upstream:    c.pin,
-		Body:        c.body,
-		Leaders:     c.t.Leaders,
-		MaxLeaders:  c.t.MaxLeaders,
+		// Kept past the TTL for the tenant's stale windows, never served
+		// as a hit once the TTL is over.
+		StaleWhileRevalidate: c.t.StaleWhileRevalidate,
+		StaleIfError:         c.t.StaleIfError,
+		Upstream:             c.pin,
+		Body:                 c.body,
+		Leaders:              c.t.Leaders,
+		MaxLeaders:           c.t.MaxLeaders,
 	}
 }
 

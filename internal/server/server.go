@@ -197,6 +197,7 @@ func New(o Options) (*Server, error) {
 		WaitTimeout:       o.WaitTimeout,
 		FailOnWaitTimeout: o.FailOnWaitTimeout,
 		LeaderWait:        o.LeaderWait,
+		Now:               s.now,
 	}
 	if o.Distributed {
 		if s.health == nil {

@@ -1,0 +1,158 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/corralhq/corral/internal/cache"
+	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/tenant"
+)
+
+const staleKey = "sk-stale-test-key"
+
+// staleTenant keeps its entries for 10 minutes past a 1h TTL
+// (stale_while_revalidate 10m, stale_if_error 5m).
+var staleTenant = tenant.Spec{ID: "stale", KeySHA256: []string{tenant.HashKey(staleKey)}, MaxLeaders: 8,
+	CacheTTL: time.Hour, NegativeTTL: 30 * time.Second, Cache: true,
+	StaleWhileRevalidate: 10 * time.Minute, StaleIfError: 5 * time.Minute}
+
+// testClock is a settable clock shared by a test's gateways and stores.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newTestClock() *testClock { return &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+func (c *testClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// TestStaleWindowsKeepEntriesDistributed: on 3 instances sharing one real
+// redis-server, a tenant's entry is kept in Redis for its TTL plus the
+// larger stale window and still knows its own TTL; past the TTL it is not
+// a hit on any instance (the combined lock-and-read finds the kept entry
+// and must still take the lock), and the new answer replaces it. A
+// tenant without windows keeps its entries for the TTL alone.
+func TestStaleWindowsKeepEntriesDistributed(t *testing.T) {
+	clock := newTestClock()
+	h, rs := distributed(t, 3, func(o *harnessOptions) {
+		o.tenants = []tenant.Spec{staleTenant}
+		rsrv := o.redis // set by distributed before this option runs
+		o.server = func(so *Options) {
+			so.Now = clock.Now
+			so.Cache = cache.NewRedis(testRedisClient(t, rsrv), cache.RedisOptions{Now: clock.Now})
+		}
+	})
+	ctx := context.Background()
+	rdb := rs.Client()
+	body := chatBody("kept past its ttl")
+	name := keying.Name("stale", promptHash(t, "stale", body), keying.Response)
+
+	if a := send(ctx, h.gws[0].URL, staleKey, body); a.status != 200 || a.header.Get("X-Corral-Cache") != cacheMiss {
+		t.Fatalf("first: %d %s %s", a.status, a.header.Get("X-Corral-Cache"), a.body)
+	}
+	pttl, err := rdb.PTTL(ctx, name).Result()
+	if err != nil || pttl <= time.Hour+9*time.Minute || pttl > time.Hour+10*time.Minute {
+		t.Errorf("Redis PTTL = %v, %v; want just under 1h10m (TTL + the larger window)", pttl, err)
+	}
+	first := redisEntry(t, rdb.Get(ctx, name))
+	if first.TTL != time.Hour || !first.StoredAt.Equal(clock.Now()) || !first.FreshUntil().Equal(clock.Now().Add(time.Hour)) {
+		t.Errorf("stored entry TTL %v StoredAt %v; want 1h from the injected clock", first.TTL, first.StoredAt)
+	}
+
+	// The last instant of the TTL: a hit everywhere.
+	clock.Advance(time.Hour - time.Second)
+	if a := send(ctx, h.gws[1].URL, staleKey, body); a.header.Get("X-Corral-Cache") != cacheHit {
+		t.Errorf("within the TTL: %s; want HIT", a.header.Get("X-Corral-Cache"))
+	}
+	// Past the TTL the entry is still in Redis, but no instance serves it
+	// as a hit: the request calls upstream and the answer replaces it.
+	clock.Advance(time.Second)
+	if a := send(ctx, h.gws[2].URL, staleKey, body); a.status != 200 || a.header.Get("X-Corral-Cache") != cacheMiss {
+		t.Errorf("past the TTL: %d %s; want a MISS", a.status, a.header.Get("X-Corral-Cache"))
+	}
+	if n := h.mock.Stats().Requests; n != 2 {
+		t.Errorf("upstream calls = %d; want 2", n)
+	}
+	if e := redisEntry(t, rdb.Get(ctx, name)); !e.StoredAt.Equal(clock.Now()) {
+		t.Errorf("entry StoredAt = %v after the new call; want it replaced at %v", e.StoredAt, clock.Now())
+	}
+	if n, _ := rdb.Exists(ctx, keying.Name("stale", promptHash(t, "stale", body), keying.Lock)).Result(); n != 0 {
+		t.Error("lock left in Redis after the call past the TTL")
+	}
+	if a := send(ctx, h.gws[0].URL, staleKey, body); a.header.Get("X-Corral-Cache") != cacheHit {
+		t.Errorf("after the new call: %s; want HIT", a.header.Get("X-Corral-Cache"))
+	}
+
+	// A streaming request past the TTL takes the same path (its lookup
+	// rides the lock's round trip).
+	clock.Advance(time.Hour)
+	stream := `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"kept past its ttl"}]}`
+	if a := send(ctx, h.gws[1].URL, staleKey, stream); a.status != 200 || a.header.Get("X-Corral-Cache") != cacheMiss {
+		t.Errorf("stream past the TTL: %d %s; want a MISS", a.status, a.header.Get("X-Corral-Cache"))
+	}
+
+	// Without windows, an entry lives for its TTL alone.
+	plain := chatBody("no windows")
+	send(ctx, h.gws[0].URL, acmeKey, plain)
+	pttl, err = rdb.PTTL(ctx, keying.Name("acme", promptHash(t, "acme", plain), keying.Response)).Result()
+	if err != nil || pttl <= 59*time.Minute || pttl > time.Hour {
+		t.Errorf("acme PTTL = %v, %v; want just under 1h", pttl, err)
+	}
+}
+
+// TestStaleWindowsKeepEntriesEmbedded: the memory store keeps an entry
+// for its TTL plus the larger window, and past the TTL it is not a hit.
+func TestStaleWindowsKeepEntriesEmbedded(t *testing.T) {
+	clock, advance, store := fakeClockStore(t)
+	h := newHarness(t, func(o *harnessOptions) {
+		o.tenants = []tenant.Spec{staleTenant}
+		o.server = func(so *Options) { so.Cache, so.Now = store, clock }
+	})
+	ctx := context.Background()
+	body := chatBody("kept in memory")
+	name := keying.Name("stale", promptHash(t, "stale", body), keying.Response)
+	if a := send(ctx, h.gw.URL, staleKey, body); a.header.Get("X-Corral-Cache") != cacheMiss {
+		t.Fatalf("first: %s", a.header.Get("X-Corral-Cache"))
+	}
+	advance(time.Hour)
+	e, err := store.Get(ctx, name)
+	if err != nil || e.TTL != time.Hour {
+		t.Fatalf("store.Get at the TTL = %v, %v; want the kept entry with its 1h TTL", e, err)
+	}
+	if a := send(ctx, h.gw.URL, staleKey, body); a.status != 200 || a.header.Get("X-Corral-Cache") != cacheMiss {
+		t.Errorf("past the TTL: %d %s; want a MISS", a.status, a.header.Get("X-Corral-Cache"))
+	}
+	if n := h.mock.Stats().Requests; n != 2 {
+		t.Errorf("upstream calls = %d; want 2", n)
+	}
+	// The replacement is kept for 1h10m from now: gone only after that.
+	advance(time.Hour + 10*time.Minute - time.Second)
+	if _, err := store.Get(ctx, name); err != nil {
+		t.Errorf("store.Get within TTL + window = %v; want the entry", err)
+	}
+	advance(time.Second)
+	if _, err := store.Get(ctx, name); err == nil {
+		t.Error("store.Get past TTL + window found the entry; want it expired")
+	}
+}
+
+// redisEntry decodes an entry read from Redis.
+func redisEntry(t *testing.T, get *redis.StringCmd) *cache.Entry {
+	t.Helper()
+	b, err := get.Bytes()
+	if err != nil {
+		t.Fatalf("redis GET: %v", err)
+	}
+	e, err := cache.Unmarshal(b)
+	if err != nil {
+		t.Fatalf("stored entry: %v", err)
+	}
+	return e
+}
