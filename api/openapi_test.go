@@ -198,7 +198,7 @@ func TestCacheHeaderEnum(t *testing.T) {
 		s, _ := v.(string)
 		got = append(got, s)
 	}
-	want := []string{"BYPASS", "COALESCED", "HIT", "MISS", "NEGATIVE"}
+	want := []string{"BYPASS", "COALESCED", "HIT", "MISS", "NEGATIVE", "STALE"}
 	sort.Strings(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("X-Corral-Cache enum = %v, want %v", got, want)

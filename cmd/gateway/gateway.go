@@ -186,7 +186,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		so.Health = health
 		so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
 		objStore = objects.NewRedis(rdb, objects.RedisOptions{})
-		so.Locker, so.Bus, so.Streams = parts.Locker, parts.Bus, parts.Streams
+		so.Locker, so.Bus, so.Streams, so.Marker = parts.Locker, parts.Bus, parts.Streams, parts.Marker
 		so.LockTTL = cfg.LockTTL
 		rec := usage.NewRedis(rdb, usage.RedisOptions{Logger: log})
 		gw.closers = append(gw.closers, func() { _ = rec.Close() })

@@ -60,6 +60,11 @@ func (c *Coalescer) call(ctx context.Context, req *Request, k keys, st *state, p
 	case negcache.StoreNegative:
 		e.Header = resp.Kept
 		out.Stored = c.store(sctx, k.negative, e, req.NegativeTTL)
+		if req.StaleWhileRevalidate > 0 || req.StaleIfError > 0 {
+			// A deterministic failure is the answer now: an older entry
+			// kept for the stale windows stops serving.
+			c.forget(sctx, k.entry)
+		}
 	}
 	return out, nil
 }

@@ -26,6 +26,9 @@ type Options struct {
 	Locker  Locker
 	Bus     Bus
 	Streams Streams
+	// Marker holds the refresh backoff across instances; nil (embedded
+	// mode) keeps it in process.
+	Marker Marker
 
 	// LockTTL is the lock's TTL, which bounds how soon followers notice a
 	// dead leader. Default 10s.
@@ -43,6 +46,10 @@ type Options struct {
 	LeaderWait time.Duration
 	// MaxBody bounds a non-streamed upstream answer. Default 64 MiB.
 	MaxBody int64
+	// RefreshBackoff is the least time between two background refreshes
+	// of one stale entry (on any instance), so a failing upstream gets no
+	// storm of refreshes. Default 5s.
+	RefreshBackoff time.Duration
 	// Now is the clock that decides whether a stored entry is still fresh
 	// (entry.Classify); it should be the store's. Default time.Now.
 	Now func() time.Time
@@ -53,6 +60,7 @@ type Coalescer struct {
 	o       Options
 	groups  sync.Map       // tenant id → *group: one tenant's keys never contend with another's
 	running sync.WaitGroup // flights running; they may outlive their requests
+	marks   *memMarker     // the refresh backoff without Redis
 }
 
 type group = flight.Group[*state]
@@ -67,6 +75,7 @@ func New(o Options) (*Coalescer, error) {
 	o.WaitTimeout = cmp.Or(o.WaitTimeout, 120*time.Second)
 	o.LeaderWait = cmp.Or(o.LeaderWait, 10*time.Second)
 	o.MaxBody = cmp.Or(o.MaxBody, 64<<20)
+	o.RefreshBackoff = cmp.Or(o.RefreshBackoff, 5*time.Second)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -76,7 +85,7 @@ func New(o Options) (*Coalescer, error) {
 	if o.Health == nil {
 		o.Health = alwaysHealthy{}
 	}
-	return &Coalescer{o: o}, nil
+	return &Coalescer{o: o, marks: newMemMarker(o.Now)}, nil
 }
 
 // readsWithLock is the one decision of whether a flight's lock call also
@@ -93,29 +102,90 @@ func (c *Coalescer) readsWithLock(req *Request) bool {
 // call reads the entries skips this separate read, so a streaming miss
 // pays one Redis round trip before its upstream call (time to first byte
 // is what streams are for).
+//
+// Within the tenant's stale_while_revalidate window past its TTL, an
+// entry is answered at once as Stale (the caller then starts a Refresh),
+// unless the request wants a fresh answer (NoCache, MinStoredAt). A
+// streaming request of a tenant with that window reads here too, so that
+// it gets the stale entry.
 func (c *Coalescer) Lookup(ctx context.Context, req *Request) (out Outcome, ok bool) {
-	if req.NoCache || (req.Stream && c.readsWithLock(req)) {
+	if req.NoCache || (req.Stream && c.readsWithLock(req) && req.StaleWhileRevalidate <= 0) {
 		return Outcome{}, false
 	}
-	e, neg := c.lookup(ctx, keying.Name(req.Tenant, req.Hash, keying.Response), negcache.Key(req.Tenant, req.Hash), req.MinStoredAt)
-	if e == nil {
+	es := c.read(ctx, keying.Name(req.Tenant, req.Hash, keying.Response), negcache.Key(req.Tenant, req.Hash))
+	if es == nil {
 		return Outcome{}, false
 	}
-	return Outcome{Entry: e, Source: storedSource(neg, false)}, true
+	if e, neg := c.pick(es[0], es[1], req.MinStoredAt); e != nil {
+		return Outcome{Entry: e, Source: storedSource(neg, false)}, true
+	}
+	if e := es[0]; e != nil && req.MinStoredAt.IsZero() &&
+		entry.Classify(e, c.o.Now(), req.StaleWhileRevalidate, req.StaleIfError) == entry.StaleRevalidate {
+		return Outcome{Entry: e, Source: Stale}, true
+	}
+	return Outcome{}, false
+}
+
+// Refresh refreshes the entry of req's prompt, just served stale, in the
+// background: unless a refresh of it started within RefreshBackoff (on
+// any instance), it joins the prompt's flight (starting one that calls
+// upstream only if it takes the lock) and leaves once the flight ends.
+// The flight is detached from the client and bounded by the upstream
+// call's own timeout; its answer replaces the entry. It reports whether a
+// refresh started.
+func (c *Coalescer) Refresh(req *Request) bool {
+	if !c.mark(keying.Name(req.Tenant, req.Hash, keying.Refresh)) {
+		return false
+	}
+	r := *req
+	r.Refresh, r.NoCache, r.Tokens = true, false, nil
+	f := c.Join(r.Tenant, r.Hash, func() *Request { return &r })
+	c.running.Add(1)
+	go func() {
+		defer c.running.Done()
+		defer f.Leave()
+		<-f.Done()
+	}()
+	return true
+}
+
+// mark sets a refresh's backoff marker: in Redis when there is one and it
+// answers, else in process. ok=false means a refresh started recently.
+func (c *Coalescer) mark(name string) bool {
+	if c.o.Marker != nil && c.o.Health.Allow() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ok, err := c.o.Marker.Mark(ctx, name, c.o.RefreshBackoff)
+		cancel()
+		c.o.Health.Record(err)
+		if err == nil {
+			return ok
+		}
+	}
+	return c.marks.mark(name, c.o.RefreshBackoff)
 }
 
 // lookup reads a prompt's positive and negative entries in one round trip
 // and returns the one to serve (negcache.Pick). A store failure is a miss.
 func (c *Coalescer) lookup(ctx context.Context, name, negName string, minStoredAt time.Time) (e *entry.Entry, negative bool) {
-	if !c.o.Health.Allow() {
-		return nil, false
-	}
-	es, err := c.o.Store.GetMany(ctx, name, negName)
-	c.o.Health.Record(err)
-	if err != nil {
+	es := c.read(ctx, name, negName)
+	if es == nil {
 		return nil, false
 	}
 	return c.pick(es[0], es[1], minStoredAt)
+}
+
+// read reads a prompt's positive and negative entries in one round trip;
+// nil when the store failed (a miss).
+func (c *Coalescer) read(ctx context.Context, name, negName string) []*entry.Entry {
+	if !c.o.Health.Allow() {
+		return nil
+	}
+	es, err := c.o.Store.GetMany(ctx, name, negName)
+	c.o.Health.Record(err)
+	if err != nil || len(es) != 2 {
+		return nil
+	}
+	return es
 }
 
 // pick is negcache.Pick over the entries that are still fresh: a store
@@ -143,6 +213,14 @@ func (c *Coalescer) store(ctx context.Context, name string, e *entry.Entry, ttl 
 	}
 	c.o.Health.Record(err)
 	return err == nil
+}
+
+// forget removes an entry; a store failure is recorded, never returned.
+func (c *Coalescer) forget(ctx context.Context, name string) {
+	if !c.o.Health.Allow() {
+		return
+	}
+	c.o.Health.Record(c.o.Store.Delete(ctx, name))
 }
 
 // keys are the Redis names that hang off one prompt.

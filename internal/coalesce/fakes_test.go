@@ -75,6 +75,15 @@ func (c *cluster) Set(_ context.Context, key string, e *entry.Entry, ttl time.Du
 	return nil
 }
 
+func (c *cluster) Delete(_ context.Context, keys ...string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		delete(c.entries, k)
+	}
+	return nil
+}
+
 func (c *cluster) entry(key string) *entry.Entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()

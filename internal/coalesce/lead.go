@@ -143,6 +143,11 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			l.release, l.checked = release, looked
 			return l, nil
 		}
+		if req.Refresh {
+			// Another flight holds the lock: it is the refresh (or a miss
+			// that stores a new answer all the same).
+			return leadership{done: true}, err
+		}
 		if err == nil {
 			l.waited = true // another instance holds the lock
 		}

@@ -31,6 +31,10 @@ type Request struct {
 	// being fresh.
 	StaleWhileRevalidate time.Duration
 	StaleIfError         time.Duration
+	// Refresh: this flight refreshes an entry served stale, in the
+	// background. It calls upstream only if it takes the lock; when
+	// another flight holds it, that one is the refresh.
+	Refresh bool
 
 	// Body is sent upstream; Original is the client's body when Body was
 	// prepared from it (wire.Format.Prepare), else nil.
@@ -62,6 +66,8 @@ const (
 	// Coalesced: another request's call answered, on this instance or
 	// another.
 	Coalesced
+	// Stale: a stored answer past its TTL, within a stale window.
+	Stale
 )
 
 func (s Source) String() string {
@@ -74,6 +80,8 @@ func (s Source) String() string {
 		return "NEGATIVE"
 	case Coalesced:
 		return "COALESCED"
+	case Stale:
+		return "STALE"
 	}
 	return "Source(" + strconv.Itoa(int(s)) + ")"
 }

@@ -65,6 +65,9 @@ type Options struct {
 	Locker  coalesce.Locker
 	Bus     coalesce.Bus
 	Streams coalesce.Streams
+	// Marker holds the refresh backoff of stale entries across instances
+	// (coalesce/redisflight); nil keeps it in process.
+	Marker coalesce.Marker
 	// LockTTL is the lock's TTL, which bounds how soon followers notice a
 	// dead leader. Default 10s.
 	LockTTL time.Duration
@@ -190,6 +193,7 @@ func New(o Options) (*Server, error) {
 		Caller:            caller{s},
 		Observer:          observer{s},
 		Locker:            o.Locker,
+		Marker:            o.Marker,
 		Bus:               o.Bus,
 		Streams:           o.Streams,
 		LockTTL:           o.LockTTL,
