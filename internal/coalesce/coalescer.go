@@ -46,6 +46,12 @@ type Options struct {
 	LeaderWait time.Duration
 	// MaxBody bounds a non-streamed upstream answer. Default 64 MiB.
 	MaxBody int64
+	// Transient reports a call error that is the upstream's passing
+	// trouble (a timeout, a connection error, every candidate's circuit
+	// open), after which an entry within a stale window is served instead
+	// (stale-if-error). Answers with status 429 or 5xx are transient too.
+	// Nil: no error is.
+	Transient func(error) bool
 	// RefreshBackoff is the least time between two background refreshes
 	// of one stale entry (on any instance), so a failing upstream gets no
 	// storm of refreshes. Default 5s.
@@ -215,6 +221,35 @@ func (c *Coalescer) store(ctx context.Context, name string, e *entry.Entry, ttl 
 	return err == nil
 }
 
+// failedTransiently reports a call that got no answer worth passing on
+// because the upstream is in trouble: a 429 or 5xx not stored, or a
+// Transient error.
+func (c *Coalescer) failedTransiently(out Outcome, err error) bool {
+	if err != nil {
+		return c.o.Transient != nil && c.o.Transient(err)
+	}
+	return out.Entry != nil && !out.Stored &&
+		(out.Entry.Status == 429 || out.Entry.Status >= 500)
+}
+
+// staleIfError is the entry to answer instead of a transient failure:
+// the prompt's positive entry when it is within a stale window and the
+// request takes stale answers (not no-cache, max-age or a refresh).
+func (c *Coalescer) staleIfError(ctx context.Context, req *Request, k keys) *entry.Entry {
+	if req.NoCache || req.Refresh || !req.MinStoredAt.IsZero() || max(req.StaleWhileRevalidate, req.StaleIfError) <= 0 {
+		return nil
+	}
+	es := c.read(ctx, k.entry, k.negative)
+	if es == nil || es[0] == nil {
+		return nil
+	}
+	switch entry.Classify(es[0], c.o.Now(), req.StaleWhileRevalidate, req.StaleIfError) {
+	case entry.StaleRevalidate, entry.StaleIfError:
+		return es[0]
+	}
+	return nil
+}
+
 // forget removes an entry; a store failure is recorded, never returned.
 func (c *Coalescer) forget(ctx context.Context, name string) {
 	if !c.o.Health.Allow() {
@@ -364,7 +399,7 @@ func (f *Flight) Result() (Outcome, error) { return f.f.Value().out, f.f.Err() }
 // leader's own; to a follower, a stored answer the flight found, or else
 // another request's call.
 func (f *Flight) Source(o Outcome) Source {
-	if f.leader || o.Source == Hit || o.Source == Negative {
+	if f.leader || o.Source == Hit || o.Source == Negative || o.Source == Stale {
 		return o.Source
 	}
 	return Coalesced

@@ -73,6 +73,14 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 	out, err := c.call(ctx, req, k, st, publish)
 	out.Source, out.Upstream = Miss, time.Since(start)
 	c.o.Observer.Called(req, out, err, out.Upstream)
+	// stale-if-error: a failure the upstream will get over is answered
+	// with the old entry, to this flight's every waiter. A stream that
+	// has begun is the clients' already.
+	if !closed(st.streaming) && c.failedTransiently(out, err) {
+		if e := c.staleIfError(ctx, req, k); e != nil {
+			return Outcome{Entry: e, Source: Stale, Upstream: out.Upstream}, nil
+		}
+	}
 	return out, err
 }
 

@@ -151,6 +151,17 @@ type Server struct {
 	now        func() time.Time
 }
 
+// transient reports a call error after which a stale entry may be
+// served (stale-if-error): a timeout, a connection error, or every
+// candidate cooling down or with its circuit open.
+func transient(err error) bool {
+	switch upstream.KindOf(err) {
+	case upstream.Connect, upstream.Timeout:
+		return true
+	}
+	return errors.Is(err, failover.ErrNoneAvailable)
+}
+
 // New builds a Server.
 func New(o Options) (*Server, error) {
 	if (o.Upstream == nil && o.Upstreams == nil) || o.Tenants == nil || o.Cache == nil {
@@ -194,6 +205,7 @@ func New(o Options) (*Server, error) {
 		Observer:          observer{s},
 		Locker:            o.Locker,
 		Marker:            o.Marker,
+		Transient:         transient,
 		Bus:               o.Bus,
 		Streams:           o.Streams,
 		LockTTL:           o.LockTTL,
