@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -576,4 +577,62 @@ func TestStaleIfErrorNoCache(t *testing.T) {
 	if a := send(ctx, h.gw.URL, ifErrorKey, body, "Cache-Control", "no-cache"); a.status != http.StatusInternalServerError {
 		t.Errorf("no-cache: %d %s; want the 500", a.status, a.header.Get("X-Corral-Cache"))
 	}
+}
+
+// TestStaleStreamsEveryAPI: a streaming request for a stale entry gets it
+// replayed as that API's event stream (Responses, Messages, legacy
+// completions), and a streaming request in the stale_if_error window
+// whose upstream fails before streaming gets the old entry as a stream.
+func TestStaleStreamsEveryAPI(t *testing.T) {
+	clock, ctl := newTestClock(), &upstreamControl{}
+	h := newHarness(t, withAnthropic, func(o *harnessOptions) {
+		o.tenants = []tenant.Spec{staleTenant, ifErrorTenant}
+		o.wrapUpstream = ctl.wrap
+		o.server = func(so *Options) {
+			mem := cache.NewMemory(cache.MemoryOptions{Now: clock.Now})
+			t.Cleanup(func() { _ = mem.Close() })
+			so.Cache, so.Now = mem, clock.Now
+		}
+	})
+	ctx := context.Background()
+	apis := []struct {
+		name, path, body, end string
+		post                  func(ctx context.Context, url, key, body string, hdr ...string) answer
+	}{
+		{"responses", "/v1/responses", `{"model":"gpt-4o-mini","input":"stale responses"%s}`, "response.completed", func(ctx context.Context, url, key, body string, _ ...string) answer {
+			return sendTo(ctx, url, key, body)
+		}},
+		{"messages", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"stale messages"}]%s}`, "message_stop", postMessages},
+		{"completions", "/v1/completions", `{"model":"gpt-4o-mini","prompt":"stale completions"%s}`, "data: [DONE]", func(ctx context.Context, url, key, body string, _ ...string) answer {
+			return sendTo(ctx, url, key, body)
+		}},
+	}
+	for _, api := range apis {
+		t.Run(api.name, func(t *testing.T) {
+			url := h.gw.URL + api.path
+			plain, stream := fmt.Sprintf(api.body, ""), fmt.Sprintf(api.body, `,"stream":true`)
+			if a := api.post(ctx, url, staleKey, plain); a.status != 200 {
+				t.Fatalf("first: %d %s", a.status, a.body)
+			}
+			clock.Advance(time.Hour + time.Second)
+			a := api.post(ctx, url, staleKey, stream)
+			if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheStale ||
+				!strings.HasPrefix(a.header.Get("Content-Type"), "text/event-stream") || !strings.Contains(a.body, api.end) {
+				t.Errorf("stream: %d %s %s %q; want a STALE event stream ending with %s", a.status, a.header.Get("X-Corral-Cache"), a.header.Get("Content-Type"), a.body, api.end)
+			}
+			waitFlights(t, h)
+		})
+	}
+	t.Run("if-error", func(t *testing.T) {
+		ctl.set("")
+		if a := send(ctx, h.gw.URL, ifErrorKey, chatBody("stream if error")); a.status != 200 {
+			t.Fatalf("first: %d", a.status)
+		}
+		clock.Advance(time.Hour + 2*time.Minute)
+		ctl.set("500")
+		a := send(ctx, h.gw.URL, ifErrorKey, `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"stream if error"}]}`)
+		if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheStale || !strings.Contains(a.body, "data: [DONE]") {
+			t.Errorf("stream in stale_if_error: %d %s %q; want a STALE event stream", a.status, a.header.Get("X-Corral-Cache"), a.body)
+		}
+	})
 }
