@@ -400,7 +400,7 @@ func TestAdminEndpoints(t *testing.T) {
 		cache = append(cache, k)
 	}
 	sort.Strings(cache)
-	if !slices.Equal(cache, []string{"BYPASS", "COALESCED", "HIT", "NEGATIVE"}) {
+	if !slices.Equal(cache, []string{"BYPASS", "COALESCED", "HIT", "NEGATIVE", "STALE"}) {
 		t.Errorf("TenantUsage.cache properties = %v", cache)
 	}
 

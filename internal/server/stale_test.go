@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -329,6 +330,13 @@ func testWhileRevalidate(t *testing.T, h *harness, clock *testClock, ctl *upstre
 	if n := refreshes(h, "stale"); n != 1 {
 		t.Errorf("refreshes counted = %v; want 1", n)
 	}
+	var saved float64
+	for _, srv := range h.srvs {
+		saved += testutil.ToFloat64(srv.metrics.TokensSavedCounter("stale", "stale"))
+	}
+	if want := float64(30 * (first.prompt() + first.completion())); saved != want || want == 0 {
+		t.Errorf("tokens saved via stale = %v; want %v (30 answers)", saved, want)
+	}
 	for _, base := range h.bases() {
 		a := send(ctx, base, staleKey, body)
 		if a.header.Get("X-Corral-Cache") != cacheHit || !strings.Contains(a.body, refreshedContent) {
@@ -635,4 +643,24 @@ func TestStaleStreamsEveryAPI(t *testing.T) {
 			t.Errorf("stream in stale_if_error: %d %s %q; want a STALE event stream", a.status, a.header.Get("X-Corral-Cache"), a.body)
 		}
 	})
+}
+
+// prompt and completion are the usage an answer's JSON body reports.
+func (a answer) prompt() int     { return a.usage().PromptTokens }
+func (a answer) completion() int { return a.usage().CompletionTokens }
+
+func (a answer) usage() (u struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}) {
+	var v struct {
+		Usage *struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal([]byte(a.body), &v) == nil && v.Usage != nil {
+		u.PromptTokens, u.CompletionTokens = v.Usage.PromptTokens, v.Usage.CompletionTokens
+	}
+	return u
 }
