@@ -142,6 +142,16 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			release, ok, err = c.o.Locker.TryAcquire(ctx, k.lock, clear...)
 		}
 		c.o.Health.Record(err)
+		if err != nil {
+			// A lock Redis could not take is no leader anywhere: Redis is
+			// down, hung past its deadline, or refusing writes (OOM under
+			// maxmemory with noeviction, READONLY on a replica). Waiting
+			// would wait out WaitTimeout for a lock this flight can never
+			// get, while reads keep succeeding and the breaker never
+			// trips; lead locally at once instead (one duplicate call at
+			// worst, if another instance's leader was there all along).
+			return l, nil
+		}
 		if ok {
 			if l.waited {
 				// The leader we waited for released or lost its lock
@@ -154,11 +164,9 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 		if req.Refresh {
 			// Another flight holds the lock: it is the refresh (or a miss
 			// that stores a new answer all the same).
-			return leadership{done: true}, err
+			return leadership{done: true}, nil
 		}
-		if err == nil {
-			l.waited = true // another instance holds the lock
-		}
+		l.waited = true // another instance holds the lock
 		// Watch before looking, so a "done" sent between the look and the
 		// wait is not missed. A Redis error here is not a reason to lead:
 		// a leader exists; keep waiting unless the breaker trips.

@@ -181,24 +181,9 @@ func systemText(raw json.RawMessage) (string, error) {
 // piece, content_block_stop, message_delta with the stop reason and the
 // output tokens, message_stop. A cut aborts it before message_stop.
 func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, msg *messageObject, pl *plan) (gone bool) {
-	s.stats.streams.Add(1)
-	s.stats.changed()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	ctx := r.Context()
-	ew := eventWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+	ctx, ew := s.startStream(w, r)
 	defer ew.stop()
-	send := func(typ string, ev map[string]any) bool {
-		ev["type"] = typ
-		ew.buf = append(ew.buf[:0], "event: "...)
-		ew.buf = append(ew.buf, typ...)
-		ew.buf = append(ew.buf, "\ndata: "...)
-		ew.buf = append(ew.buf, mustMarshal(ev)...)
-		ew.buf = append(ew.buf, "\n\n"...)
-		return ew.send(ctx)
-	}
+	send := func(typ string, ev map[string]any) bool { return ew.typed(ctx, typ, ev) }
 	start := *msg
 	start.Content, start.StopReason = []messageBlock{}, nil
 	start.Usage.OutputTokens = 1

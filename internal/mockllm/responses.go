@@ -132,26 +132,13 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request, body []b
 // [DONE], the text split into pl.chunks deltas; a cut aborts it where
 // pl.cutAfter says, before response.completed.
 func (s *Server) streamResponses(w http.ResponseWriter, r *http.Request, resp *responseObject, reply string, pl *plan) (gone bool) {
-	s.stats.streams.Add(1)
-	s.stats.changed()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	ctx := r.Context()
-	ew := eventWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+	ctx, ew := s.startStream(w, r)
 	defer ew.stop()
-
 	seq := 0
 	send := func(typ string, ev map[string]any) bool {
-		ev["type"], ev["sequence_number"] = typ, seq
+		ev["sequence_number"] = seq
 		seq++
-		ew.buf = append(ew.buf[:0], "event: "...)
-		ew.buf = append(ew.buf, typ...)
-		ew.buf = append(ew.buf, "\ndata: "...)
-		ew.buf = append(ew.buf, mustMarshal(ev)...)
-		ew.buf = append(ew.buf, "\n\n"...)
-		return ew.send(ctx)
+		return ew.typed(ctx, typ, ev)
 	}
 	pending := *resp
 	pending.Status, pending.Output, pending.Usage = "in_progress", []responseItem{}, nil

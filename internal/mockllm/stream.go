@@ -26,16 +26,7 @@ type streamSpec struct {
 // stream writes spec as server-sent events, pacing and cutting it per pl.
 // It reports whether the client went away before the stream was complete.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec *streamSpec, pl *plan) (gone bool) {
-	s.stats.streams.Add(1)
-	s.stats.changed()
-
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-
-	ctx := r.Context()
-	ew := eventWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+	ctx, ew := s.startStream(w, r)
 	defer ew.stop()
 
 	// Every chunk is prefix + choices + suffix.
@@ -140,6 +131,30 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec *streamSpec
 	}
 	ew.buf = append(ew.buf[:0], "data: [DONE]\n\n"...)
 	return !ew.send(ctx)
+}
+
+// startStream counts a stream and sends its headers; the caller stops the
+// returned writer.
+func (s *Server) startStream(w http.ResponseWriter, r *http.Request) (context.Context, *eventWriter) {
+	s.stats.streams.Add(1)
+	s.stats.changed()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	return r.Context(), &eventWriter{w: w, rc: http.NewResponseController(w), buf: make([]byte, 0, 512)}
+}
+
+// typed sends one typed event, "event: <typ>" and its data with "type"
+// set to typ, as the Responses and Messages APIs do.
+func (ew *eventWriter) typed(ctx context.Context, typ string, ev map[string]any) bool {
+	ev["type"] = typ
+	ew.buf = append(ew.buf[:0], "event: "...)
+	ew.buf = append(ew.buf, typ...)
+	ew.buf = append(ew.buf, "\ndata: "...)
+	ew.buf = append(ew.buf, mustMarshal(ev)...)
+	ew.buf = append(ew.buf, "\n\n"...)
+	return ew.send(ctx)
 }
 
 // eventWriter writes and flushes events and paces them.

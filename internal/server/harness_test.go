@@ -63,7 +63,7 @@ type harnessOptions struct {
 	negativeTTL     time.Duration
 	logs            io.Writer // access and error logs (JSON, debug level); default discarded
 	wrapUpstream    func(http.Handler) http.Handler
-	anthropic       bool // the mock also serves as an anthropic upstream ("claude", key anthropicUpstreamKey in x-api-key)
+	anthropic       bool                            // the mock also serves as an anthropic upstream ("claude", key anthropicUpstreamKey in x-api-key)
 	wrapListener    func(net.Listener) net.Listener // the gateways' listeners, when set
 }
 

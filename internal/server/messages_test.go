@@ -33,28 +33,7 @@ func msgParams(text string) anthropic.MessageNewParams {
 // postMessages sends a raw Messages request with the tenant key in
 // x-api-key, as Anthropic's SDKs do.
 func postMessages(ctx context.Context, url, key, body string, hdr ...string) answer {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return answer{err: err}
-	}
-	req.Header.Set("X-Api-Key", key)
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return answer{err: err}
-	}
-	defer resp.Body.Close()
-	var b strings.Builder
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
-	for sc.Scan() {
-		b.WriteString(sc.Text())
-		b.WriteByte('\n')
-	}
-	return answer{status: resp.StatusCode, header: resp.Header, body: strings.TrimSuffix(b.String(), "\n")}
+	return sendWith(ctx, url, body, append([]string{"X-Api-Key", key}, hdr...)...)
 }
 
 func TestMessagesWithTheAnthropicSDK(t *testing.T) {
@@ -229,13 +208,62 @@ func TestMessagesCoalesceAndStreamAcrossInstances(t *testing.T) {
 	if n := messagesCalls(h); n != 1 {
 		t.Fatalf("30 identical over 3 instances: %d upstream calls; want 1", n)
 	}
-	streams := run(20, strings.Replace(body, `"thirty at once"`, `"twenty streams"`, 1)[:len(body)-1]+`,"stream":true}`)
-	for i, a := range streams {
-		if a.status != 200 || !strings.HasPrefix(a.body, "event: message_start") || !strings.Contains(a.body, "event: message_stop\ndata: {\"type\":\"message_stop\"}") {
-			t.Fatalf("stream %d: %d %q", i, a.status, a.body)
+	// Twenty identical streams: one call; every follower's events are live
+	// (its first event before the leader's last) and add up to the same text.
+	type timed struct {
+		a           answer
+		first, last time.Time
+	}
+	streamBody := strings.Replace(body, `"thirty at once"`, `"twenty streams"`, 1)[:len(body)-1] + `,"stream":true}`
+	streams := make([]timed, 20)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			req, _ := http.NewRequest(http.MethodPost, h.bases()[i%3]+"/v1/messages", strings.NewReader(streamBody))
+			req.Header.Set("X-Api-Key", acmeKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				streams[i].a.err = err
+				return
+			}
+			defer resp.Body.Close()
+			streams[i].a.status, streams[i].a.header = resp.StatusCode, resp.Header
+			var b strings.Builder
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if strings.HasPrefix(sc.Text(), "event: ") {
+					if streams[i].first.IsZero() {
+						streams[i].first = time.Now()
+					}
+					streams[i].last = time.Now()
+				}
+				b.WriteString(sc.Text() + "\n")
+			}
+			streams[i].a.body = b.String()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	var leaderLast time.Time
+	for _, s := range streams {
+		if s.a.header.Get("X-Corral-Cache") == "MISS" {
+			leaderLast = s.last
 		}
-		if text(a.body) != text(streams[0].body) || text(a.body) == "" {
-			t.Errorf("stream %d text %q; want %q", i, text(a.body), text(streams[0].body))
+	}
+	for i, s := range streams {
+		a := s.a
+		if a.err != nil || a.status != 200 || !strings.HasPrefix(a.body, "event: message_start") || !strings.Contains(a.body, "event: message_stop") {
+			t.Fatalf("stream %d: %v %d %q", i, a.err, a.status, a.body)
+		}
+		if text(a.body) != text(streams[0].a.body) || text(a.body) == "" {
+			t.Errorf("stream %d text %q; want %q", i, text(a.body), text(streams[0].a.body))
+		}
+		if !leaderLast.IsZero() && !s.first.Before(leaderLast) {
+			t.Errorf("stream %d (%s) got its first event after the leader's last", i, a.header.Get("X-Corral-Cache"))
 		}
 	}
 	if n := messagesCalls(h); n != 2 {
@@ -256,4 +284,19 @@ func text(stream string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestMessagesCutStreamStoresNothing: a Messages stream cut mid-way ends
+// with Anthropic's error event, no message_stop, and nothing stored.
+func TestMessagesCutStreamStoresNothing(t *testing.T) {
+	h := newHarness(t, withAnthropic, func(o *harnessOptions) { o.mock.StreamChunks = 4 })
+	body := `{"model":"mock-cut","max_tokens":64,"messages":[{"role":"user","content":"a b c d e f g h"}],"stream":true}`
+	a := postMessages(context.Background(), h.gw.URL+"/v1/messages", acmeKey, body)
+	if !strings.Contains(a.body, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\"") || strings.Contains(a.body, "message_stop") {
+		t.Fatalf("cut stream = %s", a.body)
+	}
+	b := postMessages(context.Background(), h.gw.URL+"/v1/messages", acmeKey, strings.Replace(body, `,"stream":true`, "", 1))
+	if b.header.Get("X-Corral-Cache") != "MISS" || messagesCalls(h) != 2 {
+		t.Errorf("after a cut stream: %s, %d calls; want a MISS (nothing stored)", b.header.Get("X-Corral-Cache"), messagesCalls(h))
+	}
 }

@@ -263,14 +263,23 @@ func TestResponsesTokensPerMinute(t *testing.T) {
 	}
 }
 
-// sendTo posts body to url with key, safe from any goroutine.
+// sendTo posts body to url with key as a bearer token, safe from any
+// goroutine.
 func sendTo(ctx context.Context, url, key, body string) answer {
+	return sendWith(ctx, url, body, "Authorization", "Bearer "+key)
+}
+
+// sendWith posts a JSON body to url with the header pairs hdr and reads
+// the whole answer, line by line (streams included).
+func sendWith(ctx context.Context, url, body string, hdr ...string) answer {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return answer{err: err}
 	}
-	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return answer{err: err}

@@ -43,7 +43,7 @@ func (a *Assembler) Add(ev []byte) bool {
 	if a.ended {
 		return true
 	}
-	typ := eventType(ev)
+	typ := sse.Type(ev)
 	data := sse.Data(ev)
 	switch typ {
 	case "ping", "":

@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -48,23 +47,8 @@ func (Format) Prepare(_ wire.Facts, body []byte) ([]byte, bool) { return body, f
 
 // IsEnd implements wire.Format: message_stop and error end a stream.
 func (Format) IsEnd(ev []byte) bool {
-	t := eventType(ev)
+	t := sse.Type(ev)
 	return t == "message_stop" || t == "error"
-}
-
-// eventType is an event's "event:" line, else its data's "type".
-func eventType(ev []byte) string {
-	for line := range bytes.SplitSeq(ev, []byte{'\n'}) {
-		line = bytes.TrimSuffix(line, []byte{'\r'})
-		if t, ok := bytes.CutPrefix(line, []byte("event:")); ok {
-			return string(bytes.TrimSpace(t))
-		}
-	}
-	var v struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(sse.Data(ev), &v)
-	return v.Type
 }
 
 // NewAssembler implements wire.Format.

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
+
+	"github.com/corralhq/corral/internal/wire/sse"
 )
 
 // maxPiece bounds the text of one replayed delta, in bytes.
@@ -81,11 +82,11 @@ func Replay(body []byte) ([][]byte, error) {
 			for _, c := range cites {
 				emit("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "citations_delta", "citation": c}})
 			}
-			for _, p := range pieces(str(b["text"])) {
+			for _, p := range sse.Pieces(str(b["text"]), maxPiece) {
 				emit("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": p}})
 			}
 		case "thinking":
-			for _, p := range pieces(str(b["thinking"])) {
+			for _, p := range sse.Pieces(str(b["thinking"]), maxPiece) {
 				emit("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "thinking_delta", "thinking": p}})
 			}
 			emit("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "signature_delta", "signature": str(b["signature"])}})
@@ -113,21 +114,4 @@ func nullIfMissing(raw json.RawMessage) json.RawMessage {
 		return json.RawMessage(`null`)
 	}
 	return raw
-}
-
-// pieces cuts s into parts of at most maxPiece bytes on rune boundaries.
-func pieces(s string) []string {
-	if len(s) <= maxPiece {
-		return []string{s}
-	}
-	var out []string
-	for len(s) > maxPiece {
-		cut := maxPiece
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		out = append(out, s[:cut])
-		s = s[cut:]
-	}
-	return append(out, s)
 }

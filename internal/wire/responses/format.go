@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
@@ -103,26 +102,11 @@ func (Format) Prepare(_ wire.Facts, body []byte) ([]byte, bool) { return body, f
 // IsEnd implements wire.Format: response.completed, response.failed,
 // response.incomplete and error end a Responses stream.
 func (Format) IsEnd(ev []byte) bool {
-	switch eventType(ev) {
+	switch sse.Type(ev) {
 	case "response.completed", "response.failed", "response.incomplete", "error":
 		return true
 	}
 	return false
-}
-
-// eventType is an event's type: its "event:" line, else the "type" of its data.
-func eventType(ev []byte) string {
-	for line := range bytes.SplitSeq(ev, []byte{'\n'}) {
-		line = bytes.TrimSuffix(line, []byte{'\r'})
-		if t, ok := bytes.CutPrefix(line, []byte("event:")); ok {
-			return string(bytes.TrimSpace(t))
-		}
-	}
-	var v struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(sse.Data(ev), &v)
-	return v.Type
 }
 
 // NewAssembler implements wire.Format.
@@ -190,7 +174,7 @@ func (a *Assembler) Add(ev []byte) bool {
 	if a.ended {
 		return true
 	}
-	typ := eventType(ev)
+	typ := sse.Type(ev)
 	switch typ {
 	case "response.completed":
 		var v struct {

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
+
+	"github.com/corralhq/corral/internal/wire/sse"
 )
 
 // maxPiece bounds the text of one replayed delta, in bytes, so no SSE
@@ -126,13 +127,13 @@ func (r *replayer) item(i int, raw json.RawMessage) {
 		}
 	case "function_call":
 		args := str(it["arguments"])
-		for _, piece := range pieces(args) {
+		for _, piece := range sse.Pieces(args, maxPiece) {
 			r.emit("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": i, "delta": piece})
 		}
 		r.emit("response.function_call_arguments.done", map[string]any{"item_id": id, "output_index": i, "arguments": args})
 	case "custom_tool_call":
 		in := str(it["input"])
-		for _, piece := range pieces(in) {
+		for _, piece := range sse.Pieces(in, maxPiece) {
 			r.emit("response.custom_tool_call_input.delta", map[string]any{"item_id": id, "output_index": i, "delta": piece})
 		}
 		r.emit("response.custom_tool_call_input.done", map[string]any{"item_id": id, "output_index": i, "input": in})
@@ -146,7 +147,7 @@ func (r *replayer) item(i int, raw json.RawMessage) {
 			_ = json.Unmarshal(s, &part)
 			r.emit("response.reasoning_summary_part.added", map[string]any{"item_id": id, "output_index": i, "summary_index": k,
 				"part": map[string]string{"type": "summary_text", "text": ""}})
-			for _, piece := range pieces(part.Text) {
+			for _, piece := range sse.Pieces(part.Text, maxPiece) {
 				r.emit("response.reasoning_summary_text.delta", map[string]any{"item_id": id, "output_index": i, "summary_index": k, "delta": piece})
 			}
 			r.emit("response.reasoning_summary_text.done", map[string]any{"item_id": id, "output_index": i, "summary_index": k, "text": part.Text})
@@ -169,14 +170,14 @@ func (r *replayer) part(id string, i, j int, raw json.RawMessage) {
 		text := str(p["text"])
 		empty := map[string]json.RawMessage{"type": json.RawMessage(`"output_text"`), "text": json.RawMessage(`""`), "annotations": json.RawMessage(`[]`)}
 		r.emit("response.content_part.added", loc(map[string]any{"part": empty}))
-		for _, piece := range pieces(text) {
+		for _, piece := range sse.Pieces(text, maxPiece) {
 			r.emit("response.output_text.delta", loc(map[string]any{"delta": piece, "logprobs": []any{}}))
 		}
 		r.emit("response.output_text.done", loc(map[string]any{"text": text, "logprobs": []any{}}))
 	case "refusal":
 		text := str(p["refusal"])
 		r.emit("response.content_part.added", loc(map[string]any{"part": map[string]string{"type": "refusal", "refusal": ""}}))
-		for _, piece := range pieces(text) {
+		for _, piece := range sse.Pieces(text, maxPiece) {
 			r.emit("response.refusal.delta", loc(map[string]any{"delta": piece}))
 		}
 		r.emit("response.refusal.done", loc(map[string]any{"refusal": text}))
@@ -191,22 +192,4 @@ func str(raw json.RawMessage) string {
 	var s string
 	_ = json.Unmarshal(raw, &s)
 	return s
-}
-
-// pieces cuts s into parts of at most maxPiece bytes on rune boundaries;
-// an empty s yields one empty piece, so every text has a delta.
-func pieces(s string) []string {
-	if len(s) <= maxPiece {
-		return []string{s}
-	}
-	var out []string
-	for len(s) > maxPiece {
-		cut := maxPiece
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		out = append(out, s[:cut])
-		s = s[cut:]
-	}
-	return append(out, s)
 }

@@ -7,8 +7,10 @@ package sse
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
+	"unicode/utf8"
 )
 
 // MaxEventBytes bounds one SSE event; a larger one is a broken upstream.
@@ -92,4 +94,40 @@ func Data(event []byte) []byte {
 		n++
 	}
 	return out
+}
+
+// Type is a typed event's type: its "event:" line, or else the "type"
+// member of its data (the Responses and Messages APIs send both).
+func Type(event []byte) string {
+	for line := range bytes.SplitSeq(event, []byte{'\n'}) {
+		line = bytes.TrimSuffix(line, []byte{'\r'})
+		if t, ok := bytes.CutPrefix(line, []byte("event:")); ok {
+			return string(bytes.TrimSpace(t))
+		}
+	}
+	var v struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(Data(event), &v)
+	return v.Type
+}
+
+// Pieces cuts s into parts of at most max bytes on rune boundaries, for
+// replaying stored text as deltas: no data line outgrows the fixed line
+// buffers some SSE clients read into. An empty s is one empty piece, so
+// every text has a delta.
+func Pieces(s string, max int) []string {
+	if len(s) <= max {
+		return []string{s}
+	}
+	var out []string
+	for len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		out = append(out, s[:cut])
+		s = s[cut:]
+	}
+	return append(out, s)
 }
