@@ -198,7 +198,7 @@ func TestCacheHeaderEnum(t *testing.T) {
 		s, _ := v.(string)
 		got = append(got, s)
 	}
-	want := []string{"BYPASS", "COALESCED", "HIT", "MISS", "NEGATIVE"}
+	want := []string{"BYPASS", "COALESCED", "HIT", "MISS", "NEGATIVE", "STALE"}
 	sort.Strings(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("X-Corral-Cache enum = %v, want %v", got, want)
@@ -400,7 +400,7 @@ func TestAdminEndpoints(t *testing.T) {
 		cache = append(cache, k)
 	}
 	sort.Strings(cache)
-	if !slices.Equal(cache, []string{"BYPASS", "COALESCED", "HIT", "NEGATIVE"}) {
+	if !slices.Equal(cache, []string{"BYPASS", "COALESCED", "HIT", "NEGATIVE", "STALE"}) {
 		t.Errorf("TenantUsage.cache properties = %v", cache)
 	}
 

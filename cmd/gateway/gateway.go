@@ -77,12 +77,14 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		gw.closers = append(gw.closers, stop)
 		cfg.UpstreamURL, cfg.UpstreamAPIKey = upURL, ""
 		extra = append(extra, tenant.Spec{
-			ID:          DemoTenant,
-			KeySHA256:   []string{tenant.HashKey(DemoKey)},
-			MaxLeaders:  config.DefaultMaxLeaders,
-			CacheTTL:    cfg.CacheTTL,
-			NegativeTTL: cfg.NegativeTTL,
-			Cache:       true,
+			ID:                   DemoTenant,
+			KeySHA256:            []string{tenant.HashKey(DemoKey)},
+			MaxLeaders:           config.DefaultMaxLeaders,
+			CacheTTL:             cfg.CacheTTL,
+			NegativeTTL:          cfg.NegativeTTL,
+			StaleWhileRevalidate: cfg.StaleRevalidate,
+			StaleIfError:         cfg.StaleIfError,
+			Cache:                true,
 		})
 	}
 	loadRegistry := func() (*tenant.Registry, error) {
@@ -184,7 +186,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		so.Health = health
 		so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
 		objStore = objects.NewRedis(rdb, objects.RedisOptions{})
-		so.Locker, so.Bus, so.Streams = parts.Locker, parts.Bus, parts.Streams
+		so.Locker, so.Bus, so.Streams, so.Marker = parts.Locker, parts.Bus, parts.Streams, parts.Marker
 		so.LockTTL = cfg.LockTTL
 		rec := usage.NewRedis(rdb, usage.RedisOptions{Logger: log})
 		gw.closers = append(gw.closers, func() { _ = rec.Close() })
@@ -265,21 +267,29 @@ func tenantSpecs(cfg config.Config) ([]tenant.Spec, error) {
 	specs := make([]tenant.Spec, 0, len(tf.Tenants))
 	for _, t := range tf.Tenants {
 		s := tenant.Spec{
-			ID:                t.ID,
-			RequestsPerMinute: t.RequestsPerMinute,
-			TokensPerMinute:   t.TokensPerMinute,
-			MaxLeaders:        t.Leaders(),
-			Models:            t.Models,
-			CacheTTL:          cfg.CacheTTL,
-			NegativeTTL:       cfg.NegativeTTL,
-			Cache:             t.Caches(),
-			DenyObjects:       t.DeniesObjects(),
+			ID:                   t.ID,
+			RequestsPerMinute:    t.RequestsPerMinute,
+			TokensPerMinute:      t.TokensPerMinute,
+			MaxLeaders:           t.Leaders(),
+			Models:               t.Models,
+			CacheTTL:             cfg.CacheTTL,
+			NegativeTTL:          cfg.NegativeTTL,
+			StaleWhileRevalidate: cfg.StaleRevalidate,
+			StaleIfError:         cfg.StaleIfError,
+			Cache:                t.Caches(),
+			DenyObjects:          t.DeniesObjects(),
 		}
 		if t.CacheTTL != nil {
 			s.CacheTTL = t.CacheTTL.Duration
 		}
 		if t.NegativeTTL != nil {
 			s.NegativeTTL = t.NegativeTTL.Duration
+		}
+		if t.StaleWhileRevalidate != nil {
+			s.StaleWhileRevalidate = t.StaleWhileRevalidate.Duration
+		}
+		if t.StaleIfError != nil {
+			s.StaleIfError = t.StaleIfError.Duration
 		}
 		for _, k := range t.Keys {
 			s.KeySHA256 = append(s.KeySHA256, k.SHA256)

@@ -56,10 +56,15 @@ func (c *Coalescer) call(ctx context.Context, req *Request, k keys, st *state, p
 		u := req.Format.Usage(body)
 		e.PromptTokens, e.CompletionTokens = u.Prompt, u.Completion
 		c.charge(sctx, req, u)
-		out.Stored = c.store(sctx, k.entry, e, req.TTL)
+		out.Stored = c.storeAnswer(sctx, req, k, e)
 	case negcache.StoreNegative:
 		e.Header = resp.Kept
 		out.Stored = c.store(sctx, k.negative, e, req.NegativeTTL)
+		if req.StaleWhileRevalidate > 0 || req.StaleIfError > 0 {
+			// A deterministic failure is the answer now: an older entry
+			// kept for the stale windows stops serving.
+			c.forget(sctx, k.entry)
+		}
 	}
 	return out, nil
 }
@@ -137,7 +142,14 @@ func (c *Coalescer) finish(ctx context.Context, req *Request, k keys, asm wire.A
 		c.charge(sctx, req, u)
 	}
 	e := answerEntry(body, u, h)
-	return Outcome{Entry: e, Stored: c.store(sctx, k.entry, e, req.TTL)}, nil
+	return Outcome{Entry: e, Stored: c.storeAnswer(sctx, req, k, e)}, nil
+}
+
+// storeAnswer stores a positive answer: fresh for req.TTL, kept by the
+// store for the stale windows beyond it.
+func (c *Coalescer) storeAnswer(ctx context.Context, req *Request, k keys, e *entry.Entry) bool {
+	e.TTL = req.TTL
+	return c.store(ctx, k.entry, e, entry.StoreTTL(req.TTL, req.StaleWhileRevalidate, req.StaleIfError))
 }
 
 // upstreamHeader names the upstream that produced an answer; an assembled

@@ -26,6 +26,9 @@ type Options struct {
 	Locker  Locker
 	Bus     Bus
 	Streams Streams
+	// Marker holds the refresh backoff across instances; nil (embedded
+	// mode) keeps it in process.
+	Marker Marker
 
 	// LockTTL is the lock's TTL, which bounds how soon followers notice a
 	// dead leader. Default 10s.
@@ -43,6 +46,19 @@ type Options struct {
 	LeaderWait time.Duration
 	// MaxBody bounds a non-streamed upstream answer. Default 64 MiB.
 	MaxBody int64
+	// Transient reports a call error that is the upstream's passing
+	// trouble (a timeout, a connection error, every candidate's circuit
+	// open), after which an entry within a stale window is served instead
+	// (stale-if-error). Answers with status 429 or 5xx are transient too.
+	// Nil: no error is.
+	Transient func(error) bool
+	// RefreshBackoff is the least time between two background refreshes
+	// of one stale entry (on any instance), so a failing upstream gets no
+	// storm of refreshes. Default 5s.
+	RefreshBackoff time.Duration
+	// Now is the clock that decides whether a stored entry is still fresh
+	// (entry.Classify); it should be the store's. Default time.Now.
+	Now func() time.Time
 }
 
 // Coalescer runs flights. It is safe for concurrent use.
@@ -50,6 +66,7 @@ type Coalescer struct {
 	o       Options
 	groups  sync.Map       // tenant id → *group: one tenant's keys never contend with another's
 	running sync.WaitGroup // flights running; they may outlive their requests
+	marks   *memMarker     // the refresh backoff without Redis
 }
 
 type group = flight.Group[*state]
@@ -64,13 +81,17 @@ func New(o Options) (*Coalescer, error) {
 	o.WaitTimeout = cmp.Or(o.WaitTimeout, 120*time.Second)
 	o.LeaderWait = cmp.Or(o.LeaderWait, 10*time.Second)
 	o.MaxBody = cmp.Or(o.MaxBody, 64<<20)
+	o.RefreshBackoff = cmp.Or(o.RefreshBackoff, 5*time.Second)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
 	}
 	if o.Health == nil {
 		o.Health = alwaysHealthy{}
 	}
-	return &Coalescer{o: o}, nil
+	return &Coalescer{o: o, marks: newMemMarker(o.Now)}, nil
 }
 
 // readsWithLock is the one decision of whether a flight's lock call also
@@ -87,29 +108,104 @@ func (c *Coalescer) readsWithLock(req *Request) bool {
 // call reads the entries skips this separate read, so a streaming miss
 // pays one Redis round trip before its upstream call (time to first byte
 // is what streams are for).
+//
+// Within the tenant's stale_while_revalidate window past its TTL, an
+// entry is answered at once as Stale (the caller then starts a Refresh),
+// unless the request wants a fresh answer (NoCache, MinStoredAt). A
+// streaming request of a tenant with that window reads here too, so that
+// it gets the stale entry.
 func (c *Coalescer) Lookup(ctx context.Context, req *Request) (out Outcome, ok bool) {
-	if req.NoCache || (req.Stream && c.readsWithLock(req)) {
+	if req.NoCache || (req.Stream && c.readsWithLock(req) && req.StaleWhileRevalidate <= 0) {
 		return Outcome{}, false
 	}
-	e, neg := c.lookup(ctx, keying.Name(req.Tenant, req.Hash, keying.Response), negcache.Key(req.Tenant, req.Hash), req.MinStoredAt)
-	if e == nil {
+	es := c.read(ctx, keying.Name(req.Tenant, req.Hash, keying.Response), negcache.Key(req.Tenant, req.Hash))
+	if es == nil {
 		return Outcome{}, false
 	}
-	return Outcome{Entry: e, Source: storedSource(neg, false)}, true
+	if e, neg := c.pick(es[0], es[1], req.MinStoredAt); e != nil {
+		return Outcome{Entry: e, Source: storedSource(neg, false)}, true
+	}
+	if e := es[0]; e != nil && req.MinStoredAt.IsZero() &&
+		entry.Classify(e, c.o.Now(), req.StaleWhileRevalidate, req.StaleIfError) == entry.StaleRevalidate {
+		return Outcome{Entry: e, Source: Stale}, true
+	}
+	return Outcome{}, false
+}
+
+// Refresh refreshes the entry of req's prompt, just served stale, in the
+// background: unless a refresh of it started within RefreshBackoff (on
+// any instance), it joins the prompt's flight (starting one that calls
+// upstream only if it takes the lock) and leaves once the flight ends.
+// The flight is detached from the client and bounded by the upstream
+// call's own timeout; its answer replaces the entry. It reports whether a
+// refresh started.
+func (c *Coalescer) Refresh(req *Request) bool {
+	if !c.mark(keying.Name(req.Tenant, req.Hash, keying.Refresh)) {
+		return false
+	}
+	r := *req
+	r.Refresh, r.NoCache, r.Tokens = true, false, nil
+	f := c.Join(r.Tenant, r.Hash, func() *Request { return &r })
+	c.running.Add(1)
+	go func() {
+		defer c.running.Done()
+		defer f.Leave()
+		<-f.Done()
+	}()
+	return true
+}
+
+// mark sets a refresh's backoff marker: in Redis when there is one and it
+// answers, else in process. ok=false means a refresh started recently.
+func (c *Coalescer) mark(name string) bool {
+	if c.o.Marker != nil && c.o.Health.Allow() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ok, err := c.o.Marker.Mark(ctx, name, c.o.RefreshBackoff)
+		cancel()
+		c.o.Health.Record(err)
+		if err == nil {
+			return ok
+		}
+	}
+	return c.marks.mark(name, c.o.RefreshBackoff)
 }
 
 // lookup reads a prompt's positive and negative entries in one round trip
 // and returns the one to serve (negcache.Pick). A store failure is a miss.
 func (c *Coalescer) lookup(ctx context.Context, name, negName string, minStoredAt time.Time) (e *entry.Entry, negative bool) {
-	if !c.o.Health.Allow() {
+	es := c.read(ctx, name, negName)
+	if es == nil {
 		return nil, false
+	}
+	return c.pick(es[0], es[1], minStoredAt)
+}
+
+// read reads a prompt's positive and negative entries in one round trip;
+// nil when the store failed (a miss).
+func (c *Coalescer) read(ctx context.Context, name, negName string) []*entry.Entry {
+	if !c.o.Health.Allow() {
+		return nil
 	}
 	es, err := c.o.Store.GetMany(ctx, name, negName)
 	c.o.Health.Record(err)
-	if err != nil {
-		return nil, false
+	if err != nil || len(es) != 2 {
+		return nil
 	}
-	return negcache.Pick(es[0], es[1], minStoredAt)
+	return es
+}
+
+// pick is negcache.Pick over the entries that are still fresh: a store
+// keeps a positive entry past its TTL for the stale windows, and such an
+// entry is never served as a hit.
+func (c *Coalescer) pick(pos, neg *entry.Entry, minStoredAt time.Time) (e *entry.Entry, negative bool) {
+	now := c.o.Now()
+	if pos != nil && entry.Classify(pos, now, 0, 0) != entry.Fresh {
+		pos = nil
+	}
+	if neg != nil && entry.Classify(neg, now, 0, 0) != entry.Fresh {
+		neg = nil
+	}
+	return negcache.Pick(pos, neg, minStoredAt)
 }
 
 // store saves an entry; a store failure is recorded, never returned.
@@ -123,6 +219,43 @@ func (c *Coalescer) store(ctx context.Context, name string, e *entry.Entry, ttl 
 	}
 	c.o.Health.Record(err)
 	return err == nil
+}
+
+// failedTransiently reports a call that got no answer worth passing on
+// because the upstream is in trouble: a 429 or 5xx not stored, or a
+// Transient error.
+func (c *Coalescer) failedTransiently(out Outcome, err error) bool {
+	if err != nil {
+		return c.o.Transient != nil && c.o.Transient(err)
+	}
+	return out.Entry != nil && !out.Stored &&
+		(out.Entry.Status == 429 || out.Entry.Status >= 500)
+}
+
+// staleIfError is the entry to answer instead of a transient failure:
+// the prompt's positive entry when it is within a stale window and the
+// request takes stale answers (not no-cache, max-age or a refresh).
+func (c *Coalescer) staleIfError(ctx context.Context, req *Request, k keys) *entry.Entry {
+	if req.NoCache || req.Refresh || !req.MinStoredAt.IsZero() || max(req.StaleWhileRevalidate, req.StaleIfError) <= 0 {
+		return nil
+	}
+	es := c.read(ctx, k.entry, k.negative)
+	if es == nil || es[0] == nil {
+		return nil
+	}
+	switch entry.Classify(es[0], c.o.Now(), req.StaleWhileRevalidate, req.StaleIfError) {
+	case entry.StaleRevalidate, entry.StaleIfError:
+		return es[0]
+	}
+	return nil
+}
+
+// forget removes an entry; a store failure is recorded, never returned.
+func (c *Coalescer) forget(ctx context.Context, name string) {
+	if !c.o.Health.Allow() {
+		return
+	}
+	c.o.Health.Record(c.o.Store.Delete(ctx, name))
 }
 
 // keys are the Redis names that hang off one prompt.
@@ -266,7 +399,7 @@ func (f *Flight) Result() (Outcome, error) { return f.f.Value().out, f.f.Err() }
 // leader's own; to a follower, a stored answer the flight found, or else
 // another request's call.
 func (f *Flight) Source(o Outcome) Source {
-	if f.leader || o.Source == Hit || o.Source == Negative {
+	if f.leader || o.Source == Hit || o.Source == Negative || o.Source == Stale {
 		return o.Source
 	}
 	return Coalesced

@@ -14,6 +14,15 @@ type Store interface {
 	GetMany(ctx context.Context, keys ...string) ([]*entry.Entry, error)
 	// Set stores e for ttl; entry.ErrNotCacheable means it was refused.
 	Set(ctx context.Context, key string, e *entry.Entry, ttl time.Duration) error
+	// Delete removes keys; absent keys are not an error.
+	Delete(ctx context.Context, keys ...string) error
+}
+
+// Marker sets short-lived markers shared by every instance: the backoff
+// between background refreshes of one stale entry.
+type Marker interface {
+	// Mark sets name for ttl unless it is set; ok=false means it was.
+	Mark(ctx context.Context, name string, ttl time.Duration) (ok bool, err error)
 }
 
 // Release gives a held lock back; a lock is renewed until released.

@@ -67,8 +67,20 @@ func (c *cluster) Set(_ context.Context, key string, e *entry.Entry, ttl time.Du
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	stored := *e
-	stored.StoredAt, stored.TTL = time.Now(), ttl
+	stored.StoredAt = time.Now()
+	if stored.TTL == 0 { // as the real stores do: an entry keeps its own TTL
+		stored.TTL = ttl
+	}
 	c.entries[key] = &stored
+	return nil
+}
+
+func (c *cluster) Delete(_ context.Context, keys ...string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range keys {
+		delete(c.entries, k)
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package coalesce
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/corralhq/corral/internal/cache/entry"
@@ -72,6 +73,14 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 	out, err := c.call(ctx, req, k, st, publish)
 	out.Source, out.Upstream = Miss, time.Since(start)
 	c.o.Observer.Called(req, out, err, out.Upstream)
+	// stale-if-error: a failure the upstream will get over is answered
+	// with the old entry, to this flight's every waiter. A stream that
+	// has begun is the clients' already.
+	if !closed(st.streaming) && c.failedTransiently(out, err) {
+		if e := c.staleIfError(ctx, req, k); e != nil {
+			return Outcome{Entry: e, Source: Stale, Upstream: out.Upstream}, nil
+		}
+	}
 	return out, err
 }
 
@@ -118,15 +127,31 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			var found []*entry.Entry
 			release, ok, found, err = c.o.Locker.TryAcquireOrRead(ctx, k.lock, []string{k.entry, k.negative}, clear...)
 			if err == nil {
-				if e, neg := pickFound(found); e != nil {
+				if e, neg := c.pickFound(found); e != nil {
 					return leadership{done: true, waited: l.waited, out: Outcome{Entry: e, Source: storedSource(neg, l.waited)}}, nil
 				}
 				looked = true
+				if !ok && slices.ContainsFunc(found, func(e *entry.Entry) bool { return e != nil }) {
+					// The script saw a value (an entry past its TTL, kept
+					// for the stale windows) and so did not take the lock:
+					// take it on its own.
+					release, ok, err = c.o.Locker.TryAcquire(ctx, k.lock, clear...)
+				}
 			}
 		} else {
 			release, ok, err = c.o.Locker.TryAcquire(ctx, k.lock, clear...)
 		}
 		c.o.Health.Record(err)
+		if err != nil {
+			// A lock Redis could not take is no leader anywhere: Redis is
+			// down, hung past its deadline, or refusing writes (OOM under
+			// maxmemory with noeviction, READONLY on a replica). Waiting
+			// would wait out WaitTimeout for a lock this flight can never
+			// get, while reads keep succeeding and the breaker never
+			// trips; lead locally at once instead (one duplicate call at
+			// worst, if another instance's leader was there all along).
+			return l, nil
+		}
 		if ok {
 			if l.waited {
 				// The leader we waited for released or lost its lock
@@ -136,9 +161,12 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			l.release, l.checked = release, looked
 			return l, nil
 		}
-		if err == nil {
-			l.waited = true // another instance holds the lock
+		if req.Refresh {
+			// Another flight holds the lock: it is the refresh (or a miss
+			// that stores a new answer all the same).
+			return leadership{done: true}, nil
 		}
+		l.waited = true // another instance holds the lock
 		// Watch before looking, so a "done" sent between the look and the
 		// wait is not missed. A Redis error here is not a reason to lead:
 		// a leader exists; keep waiting unless the breaker trips.
@@ -181,14 +209,17 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 }
 
 // pickFound chooses from the entries read with the lock (response, then
-// negative): the response wins.
-func pickFound(found []*entry.Entry) (*entry.Entry, bool) {
-	for i, e := range found {
-		if e != nil {
-			return e, i == 1
-		}
+// negative): the fresh response wins. The combined read is made only
+// without a MinStoredAt (readsWithLock).
+func (c *Coalescer) pickFound(found []*entry.Entry) (*entry.Entry, bool) {
+	var pos, neg *entry.Entry
+	if len(found) > 0 {
+		pos = found[0]
 	}
-	return nil, false
+	if len(found) > 1 {
+		neg = found[1]
+	}
+	return c.pick(pos, neg, time.Time{})
 }
 
 func (c *Coalescer) watch(name string) (<-chan struct{}, func()) {

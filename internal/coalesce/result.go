@@ -25,6 +25,16 @@ type Request struct {
 	MinStoredAt time.Time // entries stored before this are not served
 	TTL         time.Duration
 	NegativeTTL time.Duration
+	// StaleWhileRevalidate and StaleIfError are the tenant's stale windows
+	// (0 = off): a positive entry is stored for TTL plus the larger of them
+	// (entry.StoreTTL) and keeps TTL as its own, so it knows when it stops
+	// being fresh.
+	StaleWhileRevalidate time.Duration
+	StaleIfError         time.Duration
+	// Refresh: this flight refreshes an entry served stale, in the
+	// background. It calls upstream only if it takes the lock; when
+	// another flight holds it, that one is the refresh.
+	Refresh bool
 
 	// Body is sent upstream; Original is the client's body when Body was
 	// prepared from it (wire.Format.Prepare), else nil.
@@ -56,6 +66,8 @@ const (
 	// Coalesced: another request's call answered, on this instance or
 	// another.
 	Coalesced
+	// Stale: a stored answer past its TTL, within a stale window.
+	Stale
 )
 
 func (s Source) String() string {
@@ -68,6 +80,8 @@ func (s Source) String() string {
 		return "NEGATIVE"
 	case Coalesced:
 		return "COALESCED"
+	case Stale:
+		return "STALE"
 	}
 	return "Source(" + strconv.Itoa(int(s)) + ")"
 }

@@ -36,6 +36,8 @@ type Config struct {
 	AllowDemoKey        bool          `env:"CORRAL_ALLOW_DEMO_KEY" envDefault:"false" doc:"true = start although a tenant accepts the public demo key sk-corral-demo while an upstream key is set (refused otherwise: anyone could spend that key)"`
 	CacheTTL            time.Duration `env:"CORRAL_CACHE_TTL" envDefault:"1h" doc:"default positive TTL"`
 	NegativeTTL         time.Duration `env:"CORRAL_NEGATIVE_TTL" envDefault:"30s" doc:"default negative TTL"`
+	StaleRevalidate     time.Duration `env:"CORRAL_STALE_WHILE_REVALIDATE" envDefault:"0s" doc:"default stale_while_revalidate: how long past its TTL an entry is served at once while one background call refreshes it; 0 = off"`
+	StaleIfError        time.Duration `env:"CORRAL_STALE_IF_ERROR" envDefault:"0s" doc:"default stale_if_error: how long past its TTL an entry is served when the upstream fails transiently; 0 = off"`
 	LockTTL             time.Duration `env:"CORRAL_LOCK_TTL" envDefault:"10s" doc:"Redis lock TTL; the leader renews it every TTL/3 while its call is alive"`
 	PollInterval        time.Duration `env:"CORRAL_POLL_INTERVAL" envDefault:"50ms" doc:"safety-net poll of waiters (pub/sub wakes them first)"`
 	WaitTimeout         time.Duration `env:"CORRAL_WAIT_TIMEOUT" envDefault:"120s" doc:"longest a waiter waits for another instance's call before calling upstream itself"`
@@ -105,6 +107,14 @@ func (c *Config) Validate() error {
 	for _, p := range positive {
 		if p.d <= 0 {
 			errs = append(errs, &Error{Var: p.name, Value: p.d.String(), Problem: "must be a positive duration"})
+		}
+	}
+	for _, w := range []struct {
+		name string
+		d    time.Duration
+	}{{"CORRAL_STALE_WHILE_REVALIDATE", c.StaleRevalidate}, {"CORRAL_STALE_IF_ERROR", c.StaleIfError}} {
+		if w.d < 0 {
+			errs = append(errs, &Error{Var: w.name, Value: w.d.String(), Problem: "must be 0 (off) or a positive duration"})
 		}
 	}
 	if c.MaxBodyBytes <= 0 {

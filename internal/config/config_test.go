@@ -36,13 +36,16 @@ func TestLoadValues(t *testing.T) {
 		"CORRAL_ADDR=127.0.0.1:9000",
 		"CORRAL_REDIS_URL=redis://127.0.0.1:6379/0",
 		"CORRAL_CACHE_TTL=5m",
+		"CORRAL_STALE_WHILE_REVALIDATE=10m",
+		"CORRAL_STALE_IF_ERROR=24h",
 		"CORRAL_MAX_BODY_BYTES=64KiB",
 		"OPENAI_API_KEY=sk-fallback",
 	})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
-	if c.Addr != "127.0.0.1:9000" || c.CacheTTL != 5*time.Minute || c.MaxBodyBytes != 64<<10 || c.RedisURL == "" {
+	if c.Addr != "127.0.0.1:9000" || c.CacheTTL != 5*time.Minute || c.MaxBodyBytes != 64<<10 || c.RedisURL == "" ||
+		c.StaleRevalidate != 10*time.Minute || c.StaleIfError != 24*time.Hour {
 		t.Errorf("Load = %+v", c)
 	}
 	if c.UpstreamAPIKey != "sk-fallback" {
@@ -67,6 +70,8 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{"CORRAL_REDIS_URL=http://secret@x", "CORRAL_REDIS_URL"},
 		{"CORRAL_LOG_LEVEL=loud", "CORRAL_LOG_LEVEL"},
 		{"CORRAL_LOCK_TTL=10", "CORRAL_LOCK_TTL"},
+		{"CORRAL_STALE_WHILE_REVALIDATE=-1s", "CORRAL_STALE_WHILE_REVALIDATE"},
+		{"CORRAL_STALE_IF_ERROR=a-day", "CORRAL_STALE_IF_ERROR"},
 		{"CORRAL_REDIS_CLUSTER=yes", "CORRAL_REDIS_CLUSTER"},
 		{"CORRAL_REDIS_CLUSTER=true", "CORRAL_REDIS_URL"},
 		{"CORRAL_REDIS_SENTINEL_MASTER=mymaster", "CORRAL_REDIS_URL"},

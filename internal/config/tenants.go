@@ -41,6 +41,13 @@ type TenantSpec struct {
 	CacheTTL *Duration `yaml:"cache_ttl"`
 	// NegativeTTL overrides CORRAL_NEGATIVE_TTL for this tenant.
 	NegativeTTL *Duration `yaml:"negative_ttl"`
+	// StaleWhileRevalidate overrides CORRAL_STALE_WHILE_REVALIDATE: how
+	// long past its TTL an entry is served at once while one background
+	// call refreshes it; 0 = off.
+	StaleWhileRevalidate *Duration `yaml:"stale_while_revalidate"`
+	// StaleIfError overrides CORRAL_STALE_IF_ERROR: how long past its TTL
+	// an entry is served when the upstream call fails transiently; 0 = off.
+	StaleIfError *Duration `yaml:"stale_if_error"`
 	// Cache false means never cache or coalesce this tenant's requests.
 	Cache *bool `yaml:"cache"`
 	// StoredObjects is "isolated" (default: the tenant reaches only the
@@ -201,6 +208,17 @@ func (v *validator) duration(path string, d *Duration) {
 	}
 }
 
+// window checks a stale window: 0 (off) or positive.
+func (v *validator) window(path string, d *Duration) {
+	switch {
+	case d == nil:
+	case d.bad != "":
+		v.fail(path, path, "bad duration %q: use Go syntax such as 30s, 5m, 1h", clip(d.bad))
+	case d.Duration < 0:
+		v.fail(path, path, "must be 0 (off) or a positive duration")
+	}
+}
+
 func (v *validator) validate(tf *TenantsFile) error {
 	ids := map[string]int{}
 	hashes := map[string]string{}
@@ -246,6 +264,8 @@ func (v *validator) validate(tf *TenantsFile) error {
 		}
 		v.duration(at+".cache_ttl", t.CacheTTL)
 		v.duration(at+".negative_ttl", t.NegativeTTL)
+		v.window(at+".stale_while_revalidate", t.StaleWhileRevalidate)
+		v.window(at+".stale_if_error", t.StaleIfError)
 		for j, m := range t.Models {
 			if m == "" {
 				mat := fmt.Sprintf("%s.models[%d]", at, j)

@@ -21,6 +21,8 @@ tenants:
     max_leaders: 4
     models: ["gpt-4o-mini"]
     cache_ttl: 2h
+    stale_while_revalidate: 10m
+    stale_if_error: 24h
     cache: false
   - id: beta_2
     keys: [{sha256: "`+strings.ToUpper(hashB)+`"}]
@@ -33,11 +35,25 @@ tenants:
 	}
 	a, b := tf.Tenants[0], tf.Tenants[1]
 	if a.ID != "acme" || a.RequestsPerMinute != 600 || a.TokensPerMinute != 200000 || a.Leaders() != 4 ||
-		a.CacheTTL.Duration != 2*time.Hour || a.Caches() || len(a.Models) != 1 {
+		a.CacheTTL.Duration != 2*time.Hour || a.Caches() || len(a.Models) != 1 ||
+		a.StaleWhileRevalidate.Duration != 10*time.Minute || a.StaleIfError.Duration != 24*time.Hour {
 		t.Errorf("tenant acme = %+v", a)
 	}
-	if b.Leaders() != DefaultMaxLeaders || !b.Caches() || b.CacheTTL != nil || b.Models != nil {
+	if b.Leaders() != DefaultMaxLeaders || !b.Caches() || b.CacheTTL != nil || b.Models != nil ||
+		b.StaleWhileRevalidate != nil || b.StaleIfError != nil {
 		t.Errorf("tenant beta_2 defaults = %+v", b)
+	}
+}
+
+// TestParseTenantsStaleWindowsOff: 0 is an explicit "off", not an error
+// (unlike a TTL, which must be positive).
+func TestParseTenantsStaleWindowsOff(t *testing.T) {
+	tf, err := ParseTenants("t.yaml", []byte("tenants:\n  - id: acme\n    keys: [{sha256: \""+hashA+"\"}]\n    stale_while_revalidate: 0s\n    stale_if_error: 0s\n"))
+	if err != nil {
+		t.Fatalf("ParseTenants: %v", err)
+	}
+	if a := tf.Tenants[0]; a.StaleWhileRevalidate == nil || a.StaleWhileRevalidate.Duration != 0 || a.StaleIfError == nil || a.StaleIfError.Duration != 0 {
+		t.Errorf("tenant acme = %+v; want both windows explicitly 0", a)
 	}
 }
 
@@ -96,6 +112,16 @@ func TestParseTenantsErrors(t *testing.T) {
 			name: "negative limit",
 			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n    requests_per_minute: -1\n",
 			want: []string{"t.yaml:4", "requests_per_minute"},
+		},
+		{
+			name: "negative stale window",
+			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n    stale_while_revalidate: -1s\n",
+			want: []string{"t.yaml:4", "tenants[0].stale_while_revalidate", "0 (off)"},
+		},
+		{
+			name: "bad stale window",
+			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n    stale_if_error: a-day\n",
+			want: []string{"t.yaml:4", "tenants[0].stale_if_error", "a-day"},
 		},
 		{
 			name: "zero leaders",

@@ -11,6 +11,7 @@ const (
 	Negative Kind = 'n' // the negative cache entry
 	Lock     Kind = 'l' // the leader lock
 	Stream   Kind = 's' // the live stream record followers read
+	Refresh  Kind = 'f' // the marker of a stale entry's recent background refresh
 )
 
 // namePrefix starts every Redis key; the version in it keeps entries of

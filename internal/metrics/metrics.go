@@ -28,6 +28,7 @@ type Metrics struct {
 	upstreamSeconds *prometheus.HistogramVec // outcome
 	coalescedWait   *prometheus.HistogramVec // tenant
 	lockTakeovers   prometheus.Counter
+	refreshes       *prometheus.CounterVec // tenant
 	rateLimited     *prometheus.CounterVec // tenant, kind
 	tokens          *prometheus.CounterVec // tenant, model, type
 	tokensSaved     *prometheus.CounterVec // tenant, via
@@ -69,6 +70,9 @@ func New() *Metrics {
 		lockTakeovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "corral_lock_takeovers_total", Help: "Times a waiter found another instance's lock gone without an answer and led a new attempt.",
 		}),
+		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "corral_stale_refreshes_total", Help: "Background refreshes started for entries served STALE (stale_while_revalidate), by tenant.",
+		}, []string{"tenant"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_ratelimit_rejections_total", Help: "Requests refused by a rate limit, by tenant and limit kind (requests, tokens).",
 		}, []string{"tenant", "kind"}),
@@ -76,7 +80,7 @@ func New() *Metrics {
 			Name: "corral_tokens_total", Help: "Tokens used upstream, by tenant, model and type (prompt, completion).",
 		}, []string{"tenant", "model", "type"}),
 		tokensSaved: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "corral_tokens_saved_total", Help: "Tokens not spent upstream because a request was a cache hit or was coalesced, by tenant and how (hit, coalesced).",
+			Name: "corral_tokens_saved_total", Help: "Tokens not spent upstream because a request was a cache hit or was coalesced, by tenant and how (hit, coalesced, stale).",
 		}, []string{"tenant", "via"}),
 		redisUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "corral_redis_up", Help: "1 when Redis answers (distributed mode), 0 while Corral serves degraded; absent in embedded mode.",
@@ -90,7 +94,7 @@ func New() *Metrics {
 		models: newGuard(maxModels),
 	}
 	m.reg.MustRegister(m.requests, m.requestSeconds, m.upstreamCalls, m.upstreamSeconds, m.coalescedWait,
-		m.lockTakeovers, m.rateLimited, m.tokens, m.tokensSaved, m.inflight, m.streams,
+		m.lockTakeovers, m.refreshes, m.rateLimited, m.tokens, m.tokensSaved, m.inflight, m.streams,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -138,6 +142,18 @@ func (m *Metrics) Coalesced(tenant string, waited time.Duration) {
 		return
 	}
 	m.coalescedWait.WithLabelValues(tenant).Observe(waited.Seconds())
+}
+
+// Refresh records a background refresh started for a stale entry.
+func (m *Metrics) Refresh(tenant string) {
+	if m != nil {
+		m.refreshes.WithLabelValues(tenant).Inc()
+	}
+}
+
+// RefreshCounter is the corral_stale_refreshes_total series.
+func (m *Metrics) RefreshCounter(tenant string) prometheus.Counter {
+	return m.refreshes.WithLabelValues(tenant)
 }
 
 // LockTakeover records a takeover from a dead or failed leader.

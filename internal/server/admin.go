@@ -94,7 +94,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 		Tenant string `json:"tenant"`
 		usageJSON
 	}{id, usageJSON{c.Requests, c.Hits, c.Coalesced, c.Negative, c.Bypass, c.UpstreamCalls, c.TokensUsed, c.TokensSaved,
-		map[string]int64{cacheHit: c.Hits, cacheCoalesced: c.Coalesced, cacheNegative: c.Negative, cacheBypass: c.Bypass}}})
+		map[string]int64{cacheHit: c.Hits, cacheCoalesced: c.Coalesced, cacheNegative: c.Negative, cacheBypass: c.Bypass, cacheStale: c.Stale}}})
 }
 
 type usageJSON struct {

@@ -16,6 +16,7 @@ const (
 	cacheCoalesced = "COALESCED" // waited for another request's call
 	cacheBypass    = "BYPASS"    // no-store or a tenant without cache
 	cacheNegative  = "NEGATIVE"  // a remembered deterministic failure
+	cacheStale     = "STALE"     // a stored answer past its TTL, within a stale window
 )
 
 // sourceName is the X-Corral-Cache value of a flight layer source.
@@ -29,6 +30,8 @@ func setCacheHeaders(h http.Header, status string, e *entry.Entry, stored bool, 
 	switch status {
 	case cacheHit, cacheNegative:
 		cs = "corral; hit; ttl=" + strconv.FormatInt(int64(e.Remaining(now)/time.Second), 10)
+	case cacheStale:
+		cs = "corral; hit; fwd=stale; ttl=-" + strconv.FormatInt(entry.PastTTL(e, now), 10)
 	case cacheBypass:
 		cs = "corral; fwd=bypass"
 	case cacheCoalesced:
@@ -46,7 +49,7 @@ func setCacheHeaders(h http.Header, status string, e *entry.Entry, stored bool, 
 		}
 	}
 	h.Set("Cache-Status", cs)
-	if e != nil && (status == cacheHit || status == cacheNegative) {
+	if e != nil && (status == cacheHit || status == cacheNegative || status == cacheStale) {
 		h.Set("Age", strconv.FormatInt(int64(e.Age(now)/time.Second), 10))
 	}
 }

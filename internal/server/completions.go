@@ -96,9 +96,12 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 		req := s.flightRequest(c)
 		if out, ok := s.flights.Lookup(r.Context(), req); ok {
 			rec.cache = sourceName(out.Source)
-			if out.Source == coalesce.Hit {
+			if out.Source == coalesce.Hit || out.Source == coalesce.Stale {
 				rec.saved = out.Entry.PromptTokens + out.Entry.CompletionTokens
 				c.stored.entry(out.Entry)
+			}
+			if out.Source == coalesce.Stale {
+				s.refresh(r, c, req)
 			}
 			s.tokenHeaders(r.Context(), t, w.Header())
 			s.serveEntry(w, c, out.Entry, rec.cache, false)
@@ -174,10 +177,29 @@ func (s *Server) flightRequest(c *call) *coalesce.Request {
 		MinStoredAt: c.ctl.minStoredAt(s.now()),
 		TTL:         ttl,
 		NegativeTTL: c.t.NegativeTTL,
-		Upstream:    c.pin,
-		Body:        c.body,
-		Leaders:     c.t.Leaders,
-		MaxLeaders:  c.t.MaxLeaders,
+		// Kept past the TTL for the tenant's stale windows, never served
+		// as a hit once the TTL is over.
+		StaleWhileRevalidate: c.t.StaleWhileRevalidate,
+		StaleIfError:         c.t.StaleIfError,
+		Upstream:             c.pin,
+		Body:                 c.body,
+		Leaders:              c.t.Leaders,
+		MaxLeaders:           c.t.MaxLeaders,
+	}
+}
+
+// refresh starts the background refresh of an entry just served stale
+// (stale_while_revalidate), with what a leader's request would carry.
+func (s *Server) refresh(r *http.Request, c *call, req *coalesce.Request) {
+	rr := *req
+	rr.Header = r.Header.Clone()
+	if c.facts.Stream && !s.noSplice.Load() {
+		if body, changed := c.format.Prepare(c.facts, c.body); changed {
+			rr.Body, rr.Original = body, c.body
+		}
+	}
+	if s.flights.Refresh(&rr) {
+		s.metrics.Refresh(c.t.ID)
 	}
 }
 

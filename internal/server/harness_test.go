@@ -135,7 +135,7 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 			tb.Cleanup(func() { _ = rec.Close() })
 			so.Usage = rec
 			so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
-			so.Locker, so.Bus, so.Streams = parts.Locker, parts.Bus, parts.Streams
+			so.Locker, so.Bus, so.Streams, so.Marker = parts.Locker, parts.Bus, parts.Streams, parts.Marker
 			so.LockTTL = o.lockTTL
 			so.Limiter = ratelimit.NewFallback(ratelimit.NewRedis(rdb, ratelimit.RedisOptions{}),
 				ratelimit.NewMemory(ratelimit.MemoryOptions{}), nopLogger(), ratelimit.FallbackOptions{Breaker: health})

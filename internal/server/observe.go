@@ -26,6 +26,9 @@ func (s *Server) observe(rec *logRecord, status int, d time.Duration) {
 	case cacheCoalesced:
 		c.Coalesced = 1
 		s.metrics.TokensSaved(rec.tenant, "coalesced", rec.saved)
+	case cacheStale:
+		c.Stale = 1
+		s.metrics.TokensSaved(rec.tenant, "stale", rec.saved)
 	case cacheNegative:
 		c.Negative = 1
 	case cacheBypass:

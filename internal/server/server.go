@@ -65,6 +65,9 @@ type Options struct {
 	Locker  coalesce.Locker
 	Bus     coalesce.Bus
 	Streams coalesce.Streams
+	// Marker holds the refresh backoff of stale entries across instances
+	// (coalesce/redisflight); nil keeps it in process.
+	Marker coalesce.Marker
 	// LockTTL is the lock's TTL, which bounds how soon followers notice a
 	// dead leader. Default 10s.
 	LockTTL time.Duration
@@ -148,6 +151,17 @@ type Server struct {
 	now        func() time.Time
 }
 
+// transient reports a call error after which a stale entry may be
+// served (stale-if-error): a timeout, a connection error, or every
+// candidate cooling down or with its circuit open.
+func transient(err error) bool {
+	switch upstream.KindOf(err) {
+	case upstream.Connect, upstream.Timeout:
+		return true
+	}
+	return errors.Is(err, failover.ErrNoneAvailable)
+}
+
 // New builds a Server.
 func New(o Options) (*Server, error) {
 	if (o.Upstream == nil && o.Upstreams == nil) || o.Tenants == nil || o.Cache == nil {
@@ -190,6 +204,8 @@ func New(o Options) (*Server, error) {
 		Caller:            caller{s},
 		Observer:          observer{s},
 		Locker:            o.Locker,
+		Marker:            o.Marker,
+		Transient:         transient,
 		Bus:               o.Bus,
 		Streams:           o.Streams,
 		LockTTL:           o.LockTTL,
@@ -197,6 +213,7 @@ func New(o Options) (*Server, error) {
 		WaitTimeout:       o.WaitTimeout,
 		FailOnWaitTimeout: o.FailOnWaitTimeout,
 		LeaderWait:        o.LeaderWait,
+		Now:               s.now,
 	}
 	if o.Distributed {
 		if s.health == nil {

@@ -34,6 +34,12 @@ type Tenant struct {
 	CacheTTL time.Duration
 	// NegativeTTL is the negative TTL for this tenant's failures.
 	NegativeTTL time.Duration
+	// StaleWhileRevalidate is how long past its TTL an entry is served at
+	// once while one background call refreshes it; 0 = off.
+	StaleWhileRevalidate time.Duration
+	// StaleIfError is how long past its TTL an entry is served when the
+	// upstream call fails transiently; 0 = off.
+	StaleIfError time.Duration
 	// Cache false means never cache or coalesce this tenant's requests.
 	Cache bool
 	// DenyObjects refuses every request that reads, lists, changes or
@@ -64,8 +70,11 @@ type Spec struct {
 	Models            []string // nil = all
 	CacheTTL          time.Duration
 	NegativeTTL       time.Duration
-	Cache             bool
-	DenyObjects       bool
+	// StaleWhileRevalidate and StaleIfError are the stale windows; 0 = off.
+	StaleWhileRevalidate time.Duration
+	StaleIfError         time.Duration
+	Cache                bool
+	DenyObjects          bool
 }
 
 // Registry maps key digests to tenants. It is immutable after New; a
@@ -93,15 +102,17 @@ func NewRegistry(specs []Spec) (*Registry, error) {
 			leaders = 1
 		}
 		t := &Tenant{
-			ID:                s.ID,
-			RequestsPerMinute: s.RequestsPerMinute,
-			TokensPerMinute:   s.TokensPerMinute,
-			MaxLeaders:        leaders,
-			CacheTTL:          s.CacheTTL,
-			NegativeTTL:       s.NegativeTTL,
-			Cache:             s.Cache,
-			DenyObjects:       s.DenyObjects,
-			Leaders:           semaphore.NewWeighted(int64(leaders)),
+			ID:                   s.ID,
+			RequestsPerMinute:    s.RequestsPerMinute,
+			TokensPerMinute:      s.TokensPerMinute,
+			MaxLeaders:           leaders,
+			CacheTTL:             s.CacheTTL,
+			NegativeTTL:          s.NegativeTTL,
+			StaleWhileRevalidate: max(s.StaleWhileRevalidate, 0),
+			StaleIfError:         max(s.StaleIfError, 0),
+			Cache:                s.Cache,
+			DenyObjects:          s.DenyObjects,
+			Leaders:              semaphore.NewWeighted(int64(leaders)),
 		}
 		if s.Models != nil {
 			t.Models = slices.Clone(s.Models)

@@ -26,6 +26,7 @@ type Counters struct {
 	Hits          int64
 	Coalesced     int64
 	Negative      int64
+	Stale         int64
 	Bypass        int64
 	UpstreamCalls int64
 	TokensUsed    int64
@@ -37,6 +38,7 @@ func (c *Counters) add(o Counters) {
 	c.Hits += o.Hits
 	c.Coalesced += o.Coalesced
 	c.Negative += o.Negative
+	c.Stale += o.Stale
 	c.Bypass += o.Bypass
 	c.UpstreamCalls += o.UpstreamCalls
 	c.TokensUsed += o.TokensUsed
@@ -52,7 +54,7 @@ func (c *Counters) fields() []struct {
 		name string
 		v    *int64
 	}{
-		{"requests", &c.Requests}, {"hits", &c.Hits}, {"coalesced", &c.Coalesced}, {"negative", &c.Negative},
+		{"requests", &c.Requests}, {"hits", &c.Hits}, {"coalesced", &c.Coalesced}, {"negative", &c.Negative}, {"stale", &c.Stale},
 		{"bypass", &c.Bypass}, {"upstream_calls", &c.UpstreamCalls}, {"tokens_used", &c.TokensUsed}, {"tokens_saved", &c.TokensSaved},
 	}
 }

@@ -35,6 +35,7 @@ type Parts struct {
 	Locker  *Locker
 	Bus     *redislock.Bus
 	Streams *Streams
+	Marker  *Marker
 }
 
 // New builds the parts on rdb. Close releases the bus's subscription.
@@ -44,7 +45,18 @@ func New(rdb redis.UniversalClient, o Options) *Parts {
 		Locker:  &Locker{l: redislock.NewLocker(rdb, redislock.Options{TTL: o.LockTTL}), streams: streams.s, health: o.Health},
 		Bus:     redislock.NewBus(rdb, redislock.BusOptions{Logger: o.Logger}),
 		Streams: streams,
+		Marker:  &Marker{rdb: rdb},
 	}
+}
+
+// Marker sets refresh backoff markers with SET NX PX.
+type Marker struct{ rdb redis.UniversalClient }
+
+var _ coalesce.Marker = (*Marker)(nil)
+
+// Mark sets name for ttl unless it is set.
+func (m *Marker) Mark(ctx context.Context, name string, ttl time.Duration) (bool, error) {
+	return m.rdb.SetNX(ctx, name, "1", max(ttl, time.Millisecond)).Result()
 }
 
 // Close stops the bus.
