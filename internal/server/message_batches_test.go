@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -23,7 +24,9 @@ func fakeMessageBatches(next http.Handler) http.Handler {
 		mu.Lock()
 		defer mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		batch := func(id string) map[string]any { return map[string]any{"id": id, "type": "message_batch", "processing_status": "ended"} }
+		batch := func(id string) map[string]any {
+			return map[string]any{"id": id, "type": "message_batch", "processing_status": "ended"}
+		}
 		switch rest := strings.TrimPrefix(r.URL.Path, "/v1/messages/batches"); {
 		case rest == "" && r.Method == http.MethodPost:
 			id := fmt.Sprintf("msgbatch_%02d", len(ids))
@@ -115,4 +118,23 @@ func TestMessageBatchesListPagesWithAfterID(t *testing.T) {
 	if list.status != 200 || !strings.Contains(list.body, "msgbatch_03") || !strings.Contains(list.body, "msgbatch_04") || strings.Contains(list.body, "msgbatch_00") {
 		t.Errorf("list: %d %s; want msgbatch_03 and msgbatch_04 only", list.status, list.body)
 	}
+}
+
+// getWith sends a GET to url with the header pairs hdr and reads the whole
+// answer.
+func getWith(ctx context.Context, url string, hdr ...string) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return answer{err: err}, err
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return answer{err: err}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return answer{status: resp.StatusCode, header: resp.Header, body: string(b)}, err
 }
