@@ -14,27 +14,7 @@ import (
 )
 
 func ifErrorHarness(t *testing.T, n int, dist bool) (*harness, *testClock, *upstreamControl) {
-	clock, ctl := newTestClock(), &upstreamControl{}
-	opt := func(o *harnessOptions) {
-		o.tenants = []tenant.Spec{ifErrorTenant}
-		o.wrapUpstream = ctl.wrap
-		rsrv := o.redis
-		o.server = func(so *Options) {
-			so.Now = clock.Now
-			if rsrv != nil {
-				so.Cache = cache.NewRedis(testRedisClient(t, rsrv), cache.RedisOptions{Now: clock.Now})
-				return
-			}
-			mem := cache.NewMemory(cache.MemoryOptions{Now: clock.Now})
-			t.Cleanup(func() { _ = mem.Close() })
-			so.Cache = mem
-		}
-	}
-	if dist {
-		h, _ := distributed(t, n, opt)
-		return h, clock, ctl
-	}
-	return newHarness(t, func(o *harnessOptions) { o.instances = n }, opt), clock, ctl
+	return clockedHarness(t, n, dist, ifErrorTenant)
 }
 
 // testIfError: past stale_while_revalidate but within stale_if_error, a

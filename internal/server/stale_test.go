@@ -254,9 +254,14 @@ func refreshes(h *harness, tenantID string) float64 {
 // set, else embedded) on one injected clock, behind an upstreamControl,
 // with staleTenant.
 func staleHarness(t *testing.T, n int, dist bool) (*harness, *testClock, *upstreamControl) {
+	return clockedHarness(t, n, dist, staleTenant)
+}
+
+// clockedHarness is staleHarness for any tenant spec.
+func clockedHarness(t *testing.T, n int, dist bool, spec tenant.Spec) (*harness, *testClock, *upstreamControl) {
 	clock, ctl := newTestClock(), &upstreamControl{}
 	opt := func(o *harnessOptions) {
-		o.tenants = []tenant.Spec{staleTenant}
+		o.tenants = []tenant.Spec{spec}
 		o.wrapUpstream = ctl.wrap
 		rsrv := o.redis
 		o.server = func(so *Options) {
