@@ -227,13 +227,6 @@ func (r *Router) Names() []string {
 	return out
 }
 
-// Client returns the client of the upstream called name in the current
-// Set (follow-ups on an object go to the upstream that holds it).
-func (r *Router) Client(name string) (Doer, bool) {
-	c, ok := r.set.Load().Clients[name]
-	return c, ok
-}
-
 // judge feeds one attempt's outcome to m's health and names it for
 // metrics: "answer", "retry" (a status that fails over), "cooldown" (a
 // 429 that said when to retry), "error", "timeout" or "canceled".
@@ -314,13 +307,4 @@ func (c *cancelOnClose) Close() error {
 	err := c.ReadCloser.Close()
 	c.cancel()
 	return err
-}
-
-// String names a Set's upstreams for logs.
-func (s *Set) String() string {
-	names := make([]string, 0, len(s.Clients))
-	for _, m := range s.Pool.Members() {
-		names = append(names, m.Name)
-	}
-	return fmt.Sprint(names)
 }

@@ -63,11 +63,24 @@ type answer struct {
 // thread, a response's items and containers). Non-JSON answers and answers
 // of other types yield nothing.
 func Created(body []byte, create bool) []Ref {
-	var a answer
-	if json.Unmarshal(body, &a) != nil {
+	a, ok := decodeAnswer(body)
+	if !ok {
 		return nil
 	}
 	return a.refs(create)
+}
+
+// decodeAnswer reads an upstream answer; Anthropic's objects name their
+// kind in "type" where OpenAI's use "object".
+func decodeAnswer(body []byte) (answer, bool) {
+	var a answer
+	if json.Unmarshal(body, &a) != nil {
+		return a, false
+	}
+	if a.Object == "" && a.Type == "message_batch" {
+		a.Object = a.Type
+	}
+	return a, true
 }
 
 // CreatedAs is Created for an answer on a path of one kind of object: an
@@ -76,12 +89,9 @@ func Created(body []byte, create bool) []Ref {
 // served as JSON) can look like any answer; only the answer a path
 // returns describes objects the upstream made.
 func CreatedAs(body []byte, create bool, kind string) []Ref {
-	var a answer
-	if json.Unmarshal(body, &a) != nil {
+	a, ok := decodeAnswer(body)
+	if !ok {
 		return nil
-	}
-	if a.Object == "" && a.Type == "message_batch" {
-		a.Object = a.Type
 	}
 	if kinds[a.Object] != kind && !(a.Object == "thread.run" && kind == "thread") {
 		return nil
@@ -90,9 +100,6 @@ func CreatedAs(body []byte, create bool, kind string) []Ref {
 }
 
 func (a *answer) refs(create bool) []Ref {
-	if a.Object == "" && a.Type == "message_batch" {
-		a.Object = a.Type
-	}
 	kind, ok := kinds[a.Object]
 	if a.Object == "thread.run" && a.ThreadID != "" && create {
 		return []Ref{{ID: a.ThreadID, Kind: "thread"}}

@@ -112,13 +112,3 @@ func Route(method, path string) Access {
 	}
 	return Access{Op: None}
 }
-
-// Known lists the collection paths Route recognises, for documentation
-// and tests.
-func Known() []string {
-	out := make([]string, len(collections))
-	for i, c := range collections {
-		out[i] = c.path
-	}
-	return out
-}

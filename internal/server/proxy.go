@@ -76,9 +76,10 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// Routing reads the body's model (the outer model: a proxied call
-		// goes only to an upstream that serves it).
-		if model = bodyModel(body); model == "" {
-			model = checked
+		// goes only to an upstream that serves it); the allow-list check
+		// has already read it for a tenant with one.
+		if model = checked; model == "" {
+			model = bodyModel(body)
 		}
 		if len(body) > 0 || r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
 			req.Body = body
