@@ -18,6 +18,7 @@ import (
 
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/httpserve"
+	"github.com/corralhq/corral/internal/telemetry"
 )
 
 // run is the whole program behind main: parse arguments, load config,
@@ -113,7 +114,9 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 func newLogger(w io.Writer, level string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(strings.ToUpper(level))) // validated by config
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: durationText}))
+	// Lines logged with a request's context carry its trace_id and
+	// span_id when it is traced.
+	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: durationText})))
 }
 
 // durationText logs durations as operators write them ("30s", "1m30s"),

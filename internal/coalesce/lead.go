@@ -5,7 +5,10 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralhq/corral/internal/cache/entry"
+	"github.com/corralhq/corral/internal/telemetry"
 )
 
 // run is a flight's work: become the one leader across instances (or
@@ -18,6 +21,9 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 		// here: it runs to its end (each step has its own timeout) even
 		// when every local waiter has left.
 		ctx = context.WithoutCancel(ctx)
+	}
+	if req.Span != nil {
+		ctx = trace.ContextWithSpan(ctx, req.Span) // the flight's steps are the leader's flight span's children
 	}
 	k := names(req)
 	l, err := c.lead(ctx, req, k, st)
@@ -105,6 +111,14 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 	if c.o.Locker == nil {
 		return l, nil
 	}
+	var wait trace.Span  // the wait for another instance's leader, once it begins
+	result := "degraded" // how the wait ended, when there was one
+	defer func() {
+		if wait != nil {
+			wait.SetAttributes(telemetry.LockResult.String(result))
+			wait.End()
+		}
+	}()
 	deadline := time.NewTimer(c.o.WaitTimeout)
 	defer deadline.Stop()
 	combined := c.readsWithLock(req)
@@ -128,6 +142,7 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			release, ok, found, err = c.o.Locker.TryAcquireOrRead(ctx, k.lock, []string{k.entry, k.negative}, clear...)
 			if err == nil {
 				if e, neg := c.pickFound(found); e != nil {
+					result = "answered"
 					return leadership{done: true, waited: l.waited, out: Outcome{Entry: e, Source: storedSource(neg, l.waited)}}, nil
 				}
 				looked = true
@@ -157,6 +172,10 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 				// The leader we waited for released or lost its lock
 				// without an answer (it failed, or its instance died).
 				c.o.Observer.TookOver()
+				result = "took_over"
+				if req.Span != nil {
+					req.Span.SetAttributes(telemetry.FlightRole.String("leader"), telemetry.TookOver.Bool(true))
+				}
 			}
 			l.release, l.checked = release, looked
 			return l, nil
@@ -166,6 +185,9 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			// that stores a new answer all the same).
 			return leadership{done: true}, nil
 		}
+		if !l.waited {
+			wait = c.startWait(ctx, req, k)
+		}
 		l.waited = true // another instance holds the lock
 		// Watch before looking, so a "done" sent between the look and the
 		// wait is not missed. A Redis error here is not a reason to lead:
@@ -174,6 +196,7 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 		if !looked {
 			if e, _ := c.lookup(ctx, k.entry, k.negative, req.MinStoredAt); e != nil {
 				unwatch()
+				result = "answered"
 				return leadership{done: true, waited: l.waited, out: Outcome{Entry: e, Source: Coalesced}}, nil
 			}
 		}
@@ -183,6 +206,7 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			// and then this flight leads a new one.
 			if follow, ferr := c.o.Streams.Followable(ctx, k.stream); ferr == nil && follow {
 				unwatch()
+				result = "mirrored"
 				out, err := c.mirror(ctx, req, k, st)
 				return leadership{done: true, waited: l.waited, out: out}, err
 			}
@@ -193,12 +217,12 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 		case <-ch:
 		case <-poll.C:
 		case <-deadline.C:
-			stop = true
+			stop, result = true, "timeout"
 			if c.o.FailOnWaitTimeout {
 				l.done, err = true, ErrWaitTimeout
 			}
 		case <-ctx.Done():
-			stop, l.done, err = true, true, ctx.Err()
+			stop, l.done, err, result = true, true, ctx.Err(), "canceled"
 		}
 		unwatch()
 		poll.Stop()
@@ -206,6 +230,27 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			return l, err
 		}
 	}
+}
+
+// startWait begins the span of a traced flight's wait for another
+// instance's leader, marks the flight a follower and links both to the
+// leader's span, which the lock's value carries (LeaderSpans). Reading it
+// costs one more Redis round trip per wait, made only when traced. nil
+// when the flight is not traced.
+func (c *Coalescer) startWait(ctx context.Context, req *Request, k keys) trace.Span {
+	if req.Span == nil || !req.Span.IsRecording() {
+		return nil
+	}
+	_, span := c.o.Tracer.Start(ctx, telemetry.SpanLockWait)
+	req.Span.SetAttributes(telemetry.FlightRole.String("follower"))
+	if ls, ok := c.o.Locker.(LeaderSpans); ok {
+		if sc, err := ls.HolderSpan(ctx, k.lock); err == nil && sc.IsValid() {
+			link := trace.Link{SpanContext: sc}
+			req.Span.AddLink(link)
+			span.AddLink(link)
+		}
+	}
+	return span
 }
 
 // pickFound chooses from the entries read with the lock (response, then

@@ -79,12 +79,17 @@ func accessLog(log *slog.Logger, observe func(*logRecord, int, time.Duration)) f
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
-			rec := &logRecord{}
+			ctx := r.Context()
+			rec, made := ctx.Value(logRecordKey{}).(*logRecord) // made by traceRequests, which reads it after
+			if !made {
+				rec = &logRecord{}
+				ctx = context.WithValue(ctx, logRecordKey{}, rec)
+			}
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, anthropic: isAnthropicPath(r.URL.Path) || isAnthropicModels(r)}
 			// Deferred, so a response cut on purpose (http.ErrAbortHandler)
 			// is still logged and counted.
 			defer func() { logRequest(log, observe, r, rec, sw, start) }()
-			next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), logRecordKey{}, rec)))
+			next.ServeHTTP(sw, r.WithContext(ctx))
 		})
 	}
 }

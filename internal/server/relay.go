@@ -86,6 +86,8 @@ func (fw flushWriter) Write(p []byte) (int, error) {
 func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Reader, o relayOptions) {
 	ew := s.startEvents(w, o.format)
 	defer ew.close()
+	st := s.startStream(r.Context())
+	defer st.end()
 	er := sse.NewEventReader(body)
 	done := false
 	for {
@@ -113,6 +115,7 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 		if !ew.send(nil, ev) {
 			return // client gone; returning cancels the upstream call
 		}
+		st.sent(1)
 	}
 }
 

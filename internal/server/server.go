@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/corralhq/corral/internal/breaker"
 	"github.com/corralhq/corral/internal/coalesce"
@@ -27,6 +28,7 @@ import (
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
+	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/usage"
@@ -107,6 +109,10 @@ type Options struct {
 	// batches, stored responses, ...). Default: in memory, which a restart
 	// forgets; cmd/gateway wires Redis or a bbolt file.
 	Objects *objects.Registry
+	// Tracing records the requests' spans (internal/telemetry); nil
+	// traces nothing: no span is started, and a client's traceparent is
+	// forwarded upstream as it came.
+	Tracing trace.TracerProvider
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -148,6 +154,8 @@ type Server struct {
 	reloadMu   sync.Mutex  // serialises reloads
 	noSplice   atomic.Bool // the upstream rejected the prepared body once (stream_options)
 	objects    *objects.Registry
+	tracer     trace.Tracer
+	tracing    bool // Options.Tracing was set
 	now        func() time.Time
 }
 
@@ -182,6 +190,8 @@ func New(o Options) (*Server, error) {
 		adminToken: o.AdminToken,
 		reload:     o.Reload,
 		objects:    o.Objects,
+		tracer:     telemetry.Tracer(o.Tracing),
+		tracing:    o.Tracing != nil,
 		now:        o.Now,
 	}
 	if s.objects == nil {
@@ -213,6 +223,7 @@ func New(o Options) (*Server, error) {
 		WaitTimeout:       o.WaitTimeout,
 		FailOnWaitTimeout: o.FailOnWaitTimeout,
 		LeaderWait:        o.LeaderWait,
+		Tracer:            s.tracer,
 		Now:               s.now,
 	}
 	if o.Distributed {
@@ -227,7 +238,11 @@ func New(o Options) (*Server, error) {
 	}
 	s.flights = flights
 	if s.up == nil {
-		s.up = failover.Single(defaultUpstream, "openai", o.Upstream, failover.Options{Timeout: 24 * time.Hour})
+		fo := failover.Options{Timeout: 24 * time.Hour}
+		if s.tracing {
+			fo.Tracer = s.tracer
+		}
+		s.up = failover.Single(defaultUpstream, "openai", o.Upstream, fo)
 	}
 	s.tenants.Store(o.Tenants)
 	s.handler = s.routes()
@@ -243,7 +258,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(writeDeadline(s.writeStall), requestID(s.ids), s.countInFlight, accessLog(s.log, s.observe), recoverer(s.log))
+	r.Use(writeDeadline(s.writeStall), requestID(s.ids), s.traceRequests, s.countInFlight, accessLog(s.log, s.observe), recoverer(s.log))
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errNotFound) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
 
