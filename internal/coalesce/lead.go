@@ -241,15 +241,18 @@ func (c *Coalescer) startWait(ctx context.Context, req *Request, k keys) trace.S
 	if req.Span == nil || !req.Span.IsRecording() {
 		return nil
 	}
-	_, span := c.o.Tracer.Start(ctx, telemetry.SpanLockWait)
 	req.Span.SetAttributes(telemetry.FlightRole.String("follower"))
+	var opts []trace.SpanStartOption
 	if ls, ok := c.o.Locker.(LeaderSpans); ok {
+		// Read before the wait's span starts, so that whoever sees the
+		// wait begin sees it linked.
 		if sc, err := ls.HolderSpan(ctx, k.lock); err == nil && sc.IsValid() {
 			link := trace.Link{SpanContext: sc}
 			req.Span.AddLink(link)
-			span.AddLink(link)
+			opts = append(opts, trace.WithLinks(link))
 		}
 	}
+	_, span := c.o.Tracer.Start(ctx, telemetry.SpanLockWait, opts...)
 	return span
 }
 

@@ -115,7 +115,9 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 		if !ew.send(nil, ev) {
 			return // client gone; returning cancels the upstream call
 		}
-		st.sent(1)
+		if st != nil {
+			st.sent(nil, [][]byte{ev})
+		}
 	}
 }
 

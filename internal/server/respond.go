@@ -79,6 +79,6 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, c *call, f
 		if !ew.send(skip, batch...) {
 			return false
 		}
-		st.sent(len(batch))
+		st.sent(skip, batch)
 	}
 }

@@ -138,12 +138,19 @@ func (s *Server) startStream(ctx context.Context) *streamSpan {
 	return &streamSpan{span: span}
 }
 
-// sent notes n events written to the client; nil-safe (not traced).
-func (st *streamSpan) sent(n int) {
-	if st == nil || n == 0 {
+// sent notes the events of batch written to the client (those skip
+// does not hide); nil-safe (not traced).
+func (st *streamSpan) sent(skip func([]byte) bool, batch [][]byte) {
+	if st == nil {
 		return
 	}
-	if st.events == 0 {
+	n := 0
+	for _, ev := range batch {
+		if skip == nil || !skip(ev) {
+			n++
+		}
+	}
+	if n > 0 && st.events == 0 {
 		st.span.AddEvent(telemetry.EventFirstToken)
 	}
 	st.events += n
