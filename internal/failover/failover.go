@@ -361,8 +361,11 @@ func (r *Router) attempt(ctx context.Context, m *pool.Member, model string, req 
 		name += " " + model
 		attrs = append(attrs, telemetry.GenAIRequestModel.String(model))
 	}
-	return r.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return r.tracer.Start(ctx, name, clientKind, trace.WithAttributes(attrs...))
 }
+
+// clientKind is built once: an option boxed per call is an allocation.
+var clientKind = trace.WithSpanKind(trace.SpanKindClient)
 
 // endAttempt records how an attempt went and ends its span, unless the
 // attempt's answer is going to the caller (keep): that span ends with the

@@ -20,6 +20,9 @@ import (
 // attributes on it does nothing, and getting it allocates nothing.
 var noSpan trace.Span = noop.Span{}
 
+// serverKind is built once: an option boxed per request is an allocation.
+var serverKind = trace.WithSpanKind(trace.SpanKindServer)
+
 // span starts a child of ctx's span named name, when tracing is on. Off,
 // it returns ctx and noSpan without touching the tracer, so an untraced
 // hit pays neither a context nor a span. Attributes are set by callers
@@ -45,7 +48,7 @@ func (s *Server) traceRequests(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := s.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
+		ctx, span := s.tracer.Start(ctx, r.Method, serverKind,
 			trace.WithAttributes(telemetry.HTTPMethod.String(r.Method), telemetry.URLPath.String(r.URL.Path)))
 		rec := &logRecord{}
 		ctx = context.WithValue(ctx, logRecordKey{}, rec)

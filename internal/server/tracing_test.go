@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,9 +20,7 @@ import (
 
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/mockllm"
-	"github.com/corralhq/corral/internal/pool"
 	"github.com/corralhq/corral/internal/telemetry"
-	"github.com/corralhq/corral/internal/upstream"
 )
 
 // spanLog is an SDK span processor that keeps every span, so tests can
@@ -330,18 +329,8 @@ func TestTraceFailover(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(l))
 	h := newHarness(t, func(o *harnessOptions) {
 		o.server = func(so *Options) {
-			var ms []*pool.Member
-			clients := map[string]failover.Doer{}
-			for i, f := range []*fakeUpstream{primary, secondary} {
-				c, err := upstream.New(upstream.Options{BaseURL: f.srv.URL + "/v1", APIKey: f.key, Timeout: 5 * time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				ms = append(ms, &pool.Member{Name: f.name, API: "openai", Priority: i, Weight: 1})
-				clients[f.name] = c
-			}
-			so.Upstreams = failover.New(&failover.Set{Pool: pool.New(ms, pool.Options{}), Clients: clients},
-				failover.Options{Timeout: 10 * time.Second, Tracer: telemetry.Tracer(tp)})
+			so.Upstreams = routerWith(failover.Options{Timeout: 10 * time.Second, Tracer: telemetry.Tracer(tp)},
+				upSpec{f: primary, priority: 0, weight: 1}, upSpec{f: secondary, priority: 1, weight: 1})
 			so.Tracing = tp
 		}
 	})
@@ -480,4 +469,100 @@ func TestTraceFollowerOnAnotherInstance(t *testing.T) {
 		t.Errorf("the follower's trace has %d upstream attempts; want none", len(got))
 	}
 	noSecrets(t, spans, acmeKey, upstreamKey, "one leader, traced")
+}
+
+// renderTree prints one trace as an indented tree, children in start
+// order, with each span's duration, attributes, events and links: what
+// the README shows of a real request (go test -v -run TestTraceTree).
+func renderTree(spans []sdktrace.ReadOnlySpan) string {
+	slices.SortFunc(spans, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
+	kids := map[trace.SpanID][]sdktrace.ReadOnlySpan{}
+	ids := map[trace.SpanID]bool{}
+	for _, s := range spans {
+		ids[s.SpanContext().SpanID()] = true
+	}
+	var roots []sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		if p := s.Parent().SpanID(); ids[p] {
+			kids[p] = append(kids[p], s)
+		} else {
+			roots = append(roots, s)
+		}
+	}
+	var b strings.Builder
+	var walk func(s sdktrace.ReadOnlySpan, depth int)
+	walk = func(s sdktrace.ReadOnlySpan, depth int) {
+		pad := strings.Repeat("  ", depth)
+		kind := ""
+		if k := s.SpanKind(); k == trace.SpanKindServer || k == trace.SpanKindClient {
+			kind = " (" + k.String() + ")"
+		}
+		fmt.Fprintf(&b, "%s%s%s  %v\n", pad, s.Name(), kind, s.EndTime().Sub(s.StartTime()).Round(time.Microsecond))
+		kvs := slices.Clone(s.Attributes())
+		slices.SortFunc(kvs, func(x, y attribute.KeyValue) int { return strings.Compare(string(x.Key), string(y.Key)) })
+		for _, kv := range kvs {
+			fmt.Fprintf(&b, "%s    %s = %s\n", pad, kv.Key, kv.Value.Emit())
+		}
+		for _, e := range s.Events() {
+			fmt.Fprintf(&b, "%s    event %s at +%v\n", pad, e.Name, e.Time.Sub(s.StartTime()).Round(time.Microsecond))
+		}
+		for _, l := range s.Links() {
+			fmt.Fprintf(&b, "%s    link → trace %s span %s\n", pad, l.SpanContext.TraceID(), l.SpanContext.SpanID())
+		}
+		for _, k := range kids[s.SpanContext().SpanID()] {
+			walk(k, depth+1)
+		}
+	}
+	for _, r := range roots {
+		walk(r, 0)
+	}
+	return b.String()
+}
+
+// TestTraceTree renders the trace of a streamed MISS in distributed mode
+// that failed over from a refusing upstream, and checks the tree's shape.
+func TestTraceTree(t *testing.T) {
+	l := newSpanLog()
+	primary := newFakeUpstream(t, "primary", mockllm.Options{StreamChunks: 3})
+	secondary := newFakeUpstream(t, "secondary", mockllm.Options{StreamChunks: 3})
+	primary.status.Store(http.StatusTooManyRequests)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(l))
+	h, _ := distributed(t, 1, func(o *harnessOptions) {
+		o.server = func(so *Options) {
+			so.Upstreams = routerWith(failover.Options{Timeout: 10 * time.Second, Tracer: telemetry.Tracer(tp)},
+				upSpec{f: primary, priority: 0, weight: 1}, upSpec{f: secondary, priority: 1, weight: 1})
+			so.Tracing = tp
+		}
+	})
+	body := `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"show me a trace"}]}`
+	a := send(context.Background(), h.gws[0].URL, acmeKey, body, "Traceparent", "00-"+clientTraceID+"-"+clientSpanID+"-01")
+	if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheMiss {
+		t.Fatalf("stream: %d %s", a.status, a.header.Get("X-Corral-Cache"))
+	}
+	spans := l.until(t, "the server and attempt spans", func(_ []string, ended []sdktrace.ReadOnlySpan) bool {
+		return len(named(ended, "POST /v1/chat/completions")) == 1 && len(named(ended, "chat gpt-4o-mini")) == 2
+	})
+	tid, _ := trace.TraceIDFromHex(clientTraceID)
+	tree := renderTree(inTrace(spans, tid))
+	t.Logf("trace of a streamed MISS that failed over:\n%s", tree)
+	want := []string{
+		"POST /v1/chat/completions (server)",
+		"  corral.cache.lookup",
+		"  corral.flight",
+		"    chat gpt-4o-mini (client)",
+		"    chat gpt-4o-mini (client)",
+		"  corral.stream",
+	}
+	var got []string
+	for _, line := range strings.Split(tree, "\n") {
+		trimmed := strings.TrimLeft(line, " ")
+		if line == "" || strings.HasPrefix(trimmed, "event ") || strings.HasPrefix(trimmed, "link ") || strings.Contains(trimmed, " = ") {
+			continue
+		}
+		name, _, _ := strings.Cut(trimmed, "  ")
+		got = append(got, line[:len(line)-len(trimmed)]+name)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tree shape (-want +got):\n%s", diff)
+	}
 }

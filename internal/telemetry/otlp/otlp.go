@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,6 +34,22 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// Variables are the OTEL_* variables New reads itself.
+var Variables = []string{
+	"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER",
+	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+	"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES",
+	"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+}
+
+// Reads reports whether tracing reads the variable name: one of
+// Variables, or an exporter or batch processor setting the SDK reads
+// (OTEL_EXPORTER_OTLP_*, OTEL_BSP_*).
+func Reads(name string) bool {
+	return slices.Contains(Variables, name) || strings.HasPrefix(name, "OTEL_EXPORTER_OTLP_") || strings.HasPrefix(name, "OTEL_BSP_")
+}
 
 // DefaultServiceName is service.name when OTEL_SERVICE_NAME is unset.
 const DefaultServiceName = "corral"
