@@ -89,41 +89,23 @@ func StartCluster(tb testing.TB, masters, replicas int) *Cluster {
 // replicas attached; nodes give no other signal.
 func (c *Cluster) waitOK(replicas int) {
 	c.tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settleTimeout)
 	for _, addr := range c.addrs {
 		n := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		pollUntil(c.tb, deadline, func(ctx context.Context) (bool, string) {
 			info, err := n.ClusterInfo(ctx).Result()
 			nodes, nerr := n.ClusterNodes(ctx).Result()
-			cancel()
-			if err == nil && nerr == nil && strings.Contains(info, "cluster_state:ok") &&
-				strings.Count(nodes, "slave") == replicas && !strings.Contains(nodes, "handshake") && !strings.Contains(nodes, "fail") {
-				break
-			}
-			if time.Now().After(deadline) {
-				_ = n.Close()
-				c.tb.Fatalf("redistest: cluster node %s not ok: %v %s", addr, err, info)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			ok := err == nil && nerr == nil && strings.Contains(info, "cluster_state:ok") &&
+				strings.Count(nodes, "slave") == replicas && !strings.Contains(nodes, "handshake") && !strings.Contains(nodes, "fail")
+			return ok, fmt.Sprintf("cluster node %s not ok: %v %s", addr, err, info)
+		})
 		_ = n.Close()
 	}
 }
 
 // URL is the cluster in go-redis's cluster URL form, as
 // CORRAL_REDIS_URL takes it with CORRAL_REDIS_CLUSTER=true.
-func (c *Cluster) URL() string {
-	u := "redis://" + c.addrs[0]
-	for i, a := range c.addrs[1:] {
-		sep := "&"
-		if i == 0 {
-			sep = "?"
-		}
-		u += sep + "addr=" + a
-	}
-	return u
-}
+func (c *Cluster) URL() string { return multiAddrURL(c.addrs) }
 
 // Client returns a new cluster client, closed at test cleanup.
 func (c *Cluster) Client() *redis.ClusterClient {
@@ -160,26 +142,18 @@ func (c *Cluster) KillMaster() string {
 // promoted in its place.
 func (c *Cluster) WaitHealed(dead string) {
 	c.tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settleTimeout)
 	for i, addr := range c.addrs {
 		if c.cmds[i] == nil {
 			continue
 		}
 		n := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		pollUntil(c.tb, deadline, func(ctx context.Context) (bool, string) {
 			info, err := n.ClusterInfo(ctx).Result()
 			nodes, nerr := n.ClusterNodes(ctx).Result()
-			cancel()
-			if err == nil && nerr == nil && strings.Contains(info, "cluster_state:ok") && deadMarked(nodes, dead) {
-				break
-			}
-			if time.Now().After(deadline) {
-				_ = n.Close()
-				c.tb.Fatalf("redistest: cluster node %s not healed 30 s after a master died: %v\n%s", addr, err, nodes)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			ok := err == nil && nerr == nil && strings.Contains(info, "cluster_state:ok") && deadMarked(nodes, dead)
+			return ok, fmt.Sprintf("cluster node %s not healed 30 s after a master died: %v\n%s", addr, err, nodes)
+		})
 		_ = n.Close()
 	}
 }

@@ -97,40 +97,22 @@ func splitAddr(addr string) (host, port string, err error) {
 // other Sentinels; Sentinels give no other signal.
 func (s *Sentinel) waitWatching(replicas int) {
 	s.tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settleTimeout)
 	for _, addr := range s.sentinels {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		pollUntil(s.tb, deadline, func(ctx context.Context) (bool, string) {
 			reps, err := sc.Replicas(ctx, SentinelMaster).Result()
 			sens, serr := sc.Sentinels(ctx, SentinelMaster).Result()
-			cancel()
-			if err == nil && serr == nil && len(reps) == replicas && len(sens) == len(s.sentinels)-1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				_ = sc.Close()
-				s.tb.Fatalf("redistest: sentinel %s sees %d replicas and %d sentinels (%v, %v)", addr, len(reps), len(sens), err, serr)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			ok := err == nil && serr == nil && len(reps) == replicas && len(sens) == len(s.sentinels)-1
+			return ok, fmt.Sprintf("sentinel %s sees %d replicas and %d sentinels (%v, %v)", addr, len(reps), len(sens), err, serr)
+		})
 		_ = sc.Close()
 	}
 }
 
 // URL lists the Sentinels in go-redis's cluster URL form, as
 // CORRAL_REDIS_URL takes them with CORRAL_REDIS_SENTINEL_MASTER.
-func (s *Sentinel) URL() string {
-	u := "redis://" + s.sentinels[0]
-	for i, a := range s.sentinels[1:] {
-		sep := "&"
-		if i == 0 {
-			sep = "?"
-		}
-		u += sep + "addr=" + a
-	}
-	return u
-}
+func (s *Sentinel) URL() string { return multiAddrURL(s.sentinels) }
 
 // Failover asks a Sentinel to promote a replica now and waits until the
 // Sentinels name a new master.
@@ -146,17 +128,10 @@ func (s *Sentinel) Failover() {
 	if err := sc.Failover(ctx, SentinelMaster).Err(); err != nil {
 		s.tb.Fatalf("redistest: SENTINEL FAILOVER: %v", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	pollUntil(s.tb, time.Now().Add(settleTimeout), func(ctx context.Context) (bool, string) {
 		now, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
-		if err == nil && len(now) == 2 && now[1] != before[1] {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.tb.Fatalf("redistest: no new master 30 s after SENTINEL FAILOVER")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && len(now) == 2 && now[1] != before[1], "no new master 30 s after SENTINEL FAILOVER"
+	})
 }
 
 func (s *Sentinel) stop() {
