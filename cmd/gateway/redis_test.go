@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/logtest"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/tenant"
@@ -174,7 +175,7 @@ func TestRedisClientDeadlines(t *testing.T) {
 // log, not stderr in another format (issue 13, fault 8).
 func TestRedisClientLogsAsJSON(t *testing.T) {
 	rs := redistest.Start(t)
-	var buf syncBuffer
+	var buf logtest.Buffer
 	wiredGateway(t, rs, slog.New(slog.NewJSONHandler(&buf, nil)))
 	// go-redis logs a truncated sub-millisecond expiry.
 	if err := rs.Client().Set(context.Background(), "corral-test", "v", time.Microsecond).Err(); err != nil {

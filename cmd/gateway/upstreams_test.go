@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -10,26 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/logtest"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/tenant"
 )
-
-// syncBuffer is a log sink safe for the gateway's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex // protects b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestUpstreamsFileAndReload wires the gateway from an upstreams file, then
 // reloads it: a good file moves traffic to the new upstream, a bad one is
@@ -66,7 +52,7 @@ func TestUpstreamsFileAndReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logtest.Buffer
 	keys := map[string]string{"KEY_A": "sk-upstream-a", "KEY_B": "sk-upstream-b"}
 	gw, err := newGateway(context.Background(), cfg, gatewayOptions{
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/logtest"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/usage"
@@ -289,7 +289,7 @@ func TestUsageAddsUpAcrossInstances(t *testing.T) {
 }
 
 func TestLogsNeverCarrySecretsOrPrompts(t *testing.T) {
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	h := newHarness(t, withAdmin, func(o *harnessOptions) { o.logs = &logs })
 	ctx := context.Background()
 	prompt := "my very private prompt text"
@@ -316,22 +316,4 @@ func TestLogsNeverCarrySecretsOrPrompts(t *testing.T) {
 			t.Errorf("access log lacks %s", want)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for the server's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex // protects b
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
