@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/logtest"
 	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/objects/objectstest"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/usage"
 )
@@ -36,17 +35,7 @@ func withAdmin(o *harnessOptions) {
 // adminDo calls an admin endpoint with the given bearer token.
 func adminDo(t *testing.T, base, method, path, token string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, base+path, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return objectstest.Do(t, objectstest.NewRequest(t, method, base+path, token, ""))
 }
 
 func TestMetricsAfterAMix(t *testing.T) {

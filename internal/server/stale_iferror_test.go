@@ -59,9 +59,7 @@ func testIfError(t *testing.T, h *harness, clock *testClock, ctl *upstreamContro
 	t.Run("404", func(t *testing.T) {
 		ctl.set("")
 		body := chatBody("if error 404")
-		if a := send(ctx, h.gws[0].URL, ifErrorKey, body); a.status != 200 {
-			t.Fatalf("first: %d", a.status)
-		}
+		prime(t, h.gws[0].URL, ifErrorKey, body)
 		clock.Advance(time.Hour + 2*time.Minute)
 		ctl.set("404")
 		a := send(ctx, h.gws[len(h.gws)-1].URL, ifErrorKey, body)
@@ -72,15 +70,7 @@ func testIfError(t *testing.T, h *harness, clock *testClock, ctl *upstreamContro
 	})
 }
 
-func TestStaleIfErrorDistributed(t *testing.T) {
-	h, clock, ctl := ifErrorHarness(t, 3, true)
-	testIfError(t, h, clock, ctl)
-}
-
-func TestStaleIfErrorEmbedded(t *testing.T) {
-	h, clock, ctl := ifErrorHarness(t, 1, false)
-	testIfError(t, h, clock, ctl)
-}
+func TestStaleIfError(t *testing.T) { inBothModes(t, ifErrorTenant, testIfError) }
 
 // TestStaleIfErrorNoCache: a no-cache request never gets the stale entry
 // instead of a failure.
@@ -88,9 +78,7 @@ func TestStaleIfErrorNoCache(t *testing.T) {
 	h, clock, ctl := ifErrorHarness(t, 1, false)
 	ctx := context.Background()
 	body := chatBody("no-cache fails")
-	if a := send(ctx, h.gw.URL, ifErrorKey, body); a.status != 200 {
-		t.Fatalf("first: %d", a.status)
-	}
+	prime(t, h.gw.URL, ifErrorKey, body)
 	clock.Advance(time.Hour + 2*time.Minute)
 	ctl.set("500")
 	if a := send(ctx, h.gw.URL, ifErrorKey, body, "Cache-Control", "no-cache"); a.status != http.StatusInternalServerError {
@@ -144,9 +132,7 @@ func TestStaleStreamsEveryAPI(t *testing.T) {
 	}
 	t.Run("if-error", func(t *testing.T) {
 		ctl.set("")
-		if a := send(ctx, h.gw.URL, ifErrorKey, chatBody("stream if error")); a.status != 200 {
-			t.Fatalf("first: %d", a.status)
-		}
+		prime(t, h.gw.URL, ifErrorKey, chatBody("stream if error"))
 		clock.Advance(time.Hour + 2*time.Minute)
 		ctl.set("500")
 		a := send(ctx, h.gw.URL, ifErrorKey, `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"stream if error"}]}`)

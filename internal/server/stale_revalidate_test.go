@@ -81,15 +81,7 @@ func testWhileRevalidate(t *testing.T, h *harness, clock *testClock, ctl *upstre
 	}
 }
 
-func TestStaleWhileRevalidateDistributed(t *testing.T) {
-	h, clock, ctl := staleHarness(t, 3, true)
-	testWhileRevalidate(t, h, clock, ctl)
-}
-
-func TestStaleWhileRevalidateEmbedded(t *testing.T) {
-	h, clock, ctl := staleHarness(t, 1, false)
-	testWhileRevalidate(t, h, clock, ctl)
-}
+func TestStaleWhileRevalidate(t *testing.T) { inBothModes(t, staleTenant, testWhileRevalidate) }
 
 // TestStaleRefreshFailsTransiently: a refresh that gets a 500, a 429 or a
 // dropped connection leaves the old entry serving STALE within the window,
@@ -141,9 +133,7 @@ func TestStaleRefreshDeterministicFailure(t *testing.T) {
 	h, clock, ctl := staleHarness(t, 3, true)
 	ctx := context.Background()
 	body := chatBody("a retired model")
-	if a := send(ctx, h.gws[0].URL, staleKey, body); a.status != 200 {
-		t.Fatalf("first: %d", a.status)
-	}
+	prime(t, h.gws[0].URL, staleKey, body)
 	clock.Advance(time.Hour + time.Minute)
 	ctl.set("404")
 	if a := send(ctx, h.gws[1].URL, staleKey, body); a.header.Get("X-Corral-Cache") != cacheStale {
@@ -171,9 +161,7 @@ func TestStaleControls(t *testing.T) {
 	h, clock, _ := staleHarness(t, 3, true)
 	ctx := context.Background()
 	body := chatBody("controls")
-	if a := send(ctx, h.gws[0].URL, staleKey, body); a.status != 200 {
-		t.Fatalf("first: %d", a.status)
-	}
+	prime(t, h.gws[0].URL, staleKey, body)
 	plain := chatBody("no window")
 	send(ctx, h.gws[0].URL, acmeKey, plain)
 	clock.Advance(time.Hour + time.Minute)
@@ -194,9 +182,7 @@ func TestStaleControls(t *testing.T) {
 func TestStaleStreamReplayed(t *testing.T) {
 	h, clock, _ := staleHarness(t, 3, true)
 	ctx := context.Background()
-	if a := send(ctx, h.gws[0].URL, staleKey, chatBody("streamed stale")); a.status != 200 {
-		t.Fatalf("first: %d", a.status)
-	}
+	prime(t, h.gws[0].URL, staleKey, chatBody("streamed stale"))
 	clock.Advance(time.Hour + time.Second)
 	stream := `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"streamed stale"}]}`
 	a := send(ctx, h.gws[1].URL, staleKey, stream)
