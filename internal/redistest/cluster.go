@@ -32,26 +32,13 @@ func StartCluster(tb testing.TB, masters, replicas int) *Cluster {
 	if masters < 3 {
 		tb.Fatalf("redistest: a Redis Cluster needs at least 3 masters, not %d", masters)
 	}
-	bin, err := exec.LookPath("redis-server")
-	cli, cerr := exec.LookPath("redis-cli")
-	if err != nil || cerr != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("redistest: redis-server and redis-cli must be on PATH in CI")
-		}
-		tb.Skip("redistest: redis-server or redis-cli not installed")
-	}
+	bins := lookPaths(tb, "", "redis-server", "redis-cli")
+	bin, cli := bins[0], bins[1]
 	dir := tb.TempDir()
 	c := &Cluster{tb: tb}
 	tb.Cleanup(c.stop)
 	for i := range masters * (1 + replicas) {
-		port, err := freePort()
-		if err != nil {
-			tb.Fatalf("redistest: free port: %v", err)
-		}
-		bus, err := freePort()
-		if err != nil {
-			tb.Fatalf("redistest: free port: %v", err)
-		}
+		port, bus := freePort(tb), freePort(tb)
 		ndir := filepath.Join(dir, strconv.Itoa(i)) // replication files must not collide
 		if err := os.Mkdir(ndir, 0o700); err != nil {
 			tb.Fatal(err)
@@ -169,12 +156,4 @@ func deadMarked(nodes, addr string) bool {
 	return false
 }
 
-func (c *Cluster) stop() {
-	for _, cmd := range c.cmds {
-		if cmd == nil {
-			continue // killed by KillMaster
-		}
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-}
+func (c *Cluster) stop() { killAll(c.cmds) }

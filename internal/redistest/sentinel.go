@@ -32,21 +32,12 @@ type Sentinel struct {
 // its replicas and the other Sentinels, so a failover can run.
 func StartSentinel(tb testing.TB, replicas int) *Sentinel {
 	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("redistest: redis-server must be on PATH in CI")
-		}
-		tb.Skip("redistest: redis-server not installed")
-	}
+	bin := lookPaths(tb, "", "redis-server")[0]
 	dir := tb.TempDir()
 	s := &Sentinel{tb: tb}
 	tb.Cleanup(s.stop)
 	start := func(args ...string) string {
-		port, err := freePort()
-		if err != nil {
-			tb.Fatalf("redistest: free port: %v", err)
-		}
+		port := freePort(tb)
 		if len(args) > 0 && args[0][0] != '-' {
 			// A config file must come first (sentinels need one to write).
 			args = append([]string{args[0], "--port", strconv.Itoa(port)}, args[1:]...)
@@ -134,9 +125,4 @@ func (s *Sentinel) Failover() {
 	})
 }
 
-func (s *Sentinel) stop() {
-	for _, cmd := range s.cmds {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-}
+func (s *Sentinel) stop() { killAll(s.cmds) }
