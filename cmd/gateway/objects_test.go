@@ -23,15 +23,8 @@ func TestEmbeddedOwnershipSurvivesRestart(t *testing.T) {
 	fake := objectstest.New()
 	up := httptest.NewServer(fake)
 	t.Cleanup(up.Close)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "tenants.yaml")
-	yaml := "tenants:\n" +
-		"  - id: a\n    keys: [{sha256: \"" + tenant.HashKey("sk-a") + "\"}]\n" +
-		"  - id: b\n    keys: [{sha256: \"" + tenant.HashKey("sk-b") + "\"}]\n"
-	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(dir, "data")
+	file := writeTenantsFile(t, tenantYAML("a", tenant.HashKey("sk-a")), tenantYAML("b", tenant.HashKey("sk-b")))
+	data := filepath.Join(t.TempDir(), "data")
 	cfg, err := config.Load([]string{
 		"CORRAL_UPSTREAM_URL=" + up.URL + "/v1",
 		"CORRAL_TENANTS_FILE=" + file,
