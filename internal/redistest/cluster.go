@@ -53,15 +53,8 @@ func StartCluster(tb testing.TB, masters, replicas int) *Cluster {
 			"--cluster-replica-validity-factor", "0",
 			"--dir", ndir, "--save", "", "--appendonly", "no",
 			"--protected-mode", "no", "--loglevel", "warning")
-		if err := cmd.Start(); err != nil {
-			tb.Fatalf("redistest: start cluster node: %v", err)
-		}
 		c.cmds = append(c.cmds, cmd)
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		if err := waitReady("redis://"+addr, cmd); err != nil {
-			tb.Fatalf("redistest: cluster node: %v", err)
-		}
-		c.addrs = append(c.addrs, addr)
+		c.addrs = append(c.addrs, startReady(tb, cmd, port))
 	}
 	args := append([]string{"--cluster", "create"}, c.addrs...)
 	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")

@@ -162,6 +162,22 @@ func (s *Server) launch() error {
 	return nil
 }
 
+// startReady starts cmd, a redis-server (node or Sentinel) told to listen
+// on the loopback port, and returns its host:port once it answers PING;
+// a process that does not start or answer fails the test. The caller
+// keeps cmd to kill it.
+func startReady(tb testing.TB, cmd *exec.Cmd, port int) string {
+	tb.Helper()
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("redistest: start %s: %v", cmd.Path, err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if err := waitReady("redis://"+addr, cmd); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	return addr
+}
+
 // waitReady polls PING until the new server answers; the process gives no
 // other readiness signal. It gives up early when the process has exited
 // (for example because the port was taken).
@@ -220,10 +236,10 @@ func lookPaths(tb testing.TB, hint string, names ...string) []string {
 }
 
 // killAll kills and reaps every process of cmds still running (a nil
-// entry is one a test already killed).
+// entry is one a test already killed; one without a Process never started).
 func killAll(cmds []*exec.Cmd) {
 	for _, cmd := range cmds {
-		if cmd == nil {
+		if cmd == nil || cmd.Process == nil {
 			continue
 		}
 		_ = cmd.Process.Kill()

@@ -45,15 +45,8 @@ func StartSentinel(tb testing.TB, replicas int) *Sentinel {
 			args = append([]string{"--port", strconv.Itoa(port)}, args...)
 		}
 		cmd := exec.Command(bin, args...)
-		if err := cmd.Start(); err != nil {
-			tb.Fatalf("redistest: start: %v", err)
-		}
 		s.cmds = append(s.cmds, cmd)
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		if err := waitReady("redis://"+addr, cmd); err != nil {
-			tb.Fatalf("redistest: %v", err)
-		}
-		return addr
+		return startReady(tb, cmd, port)
 	}
 	common := []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning", "--dir", dir}
 	s.master = start(common...)
