@@ -90,41 +90,38 @@ func TestStaleWhileRevalidate(t *testing.T) { inBothModes(t, staleTenant, testWh
 func TestStaleRefreshFailsTransiently(t *testing.T) {
 	h, clock, ctl := staleHarness(t, 3, true)
 	ctx := context.Background()
-	for _, mode := range []string{"500", "429", "drop"} {
-		t.Run(mode, func(t *testing.T) {
-			ctl.set("")
-			body := chatBody("refresh fails with " + mode)
-			first := send(ctx, h.gws[0].URL, staleKey, body)
-			if first.status != 200 {
-				t.Fatalf("first: %d", first.status)
-			}
-			clock.Advance(time.Hour + time.Minute)
-			ctl.set(mode)
-			before := ctl.calls.Load()
-			for i, base := range h.bases() {
-				a := send(ctx, base, staleKey, body)
-				if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheStale || a.body != first.body {
-					t.Fatalf("request %d: %d %s; want STALE with the old content", i, a.status, a.header.Get("X-Corral-Cache"))
-				}
-				waitFlights(t, h)
-			}
-			if n := ctl.calls.Load() - before; n < 1 || n > 2 {
-				// One refresh; the upstream client may retry a dropped
-				// connection once.
-				t.Errorf("upstream calls during the window = %d; want one refresh", n)
-			}
-			if a := send(ctx, h.gws[1].URL, staleKey, body); a.header.Get("X-Corral-Cache") != cacheStale {
-				t.Errorf("after the failed refresh: %s; want STALE", a.header.Get("X-Corral-Cache"))
-			}
-			// Past both windows (10m and 5m): the failure itself.
-			clock.Advance(10 * time.Minute)
-			a := send(ctx, h.gws[2].URL, staleKey, body)
-			if a.status == 200 || a.header.Get("X-Corral-Cache") == cacheStale {
-				t.Errorf("past the windows: %d %s; want the upstream failure", a.status, a.header.Get("X-Corral-Cache"))
+	eachTransientFailure(t, ctl, func(t *testing.T, mode string) {
+		body := chatBody("refresh fails with " + mode)
+		first := send(ctx, h.gws[0].URL, staleKey, body)
+		if first.status != 200 {
+			t.Fatalf("first: %d", first.status)
+		}
+		clock.Advance(time.Hour + time.Minute)
+		ctl.set(mode)
+		before := ctl.calls.Load()
+		for i, base := range h.bases() {
+			a := send(ctx, base, staleKey, body)
+			if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheStale || a.body != first.body {
+				t.Fatalf("request %d: %d %s; want STALE with the old content", i, a.status, a.header.Get("X-Corral-Cache"))
 			}
 			waitFlights(t, h)
-		})
-	}
+		}
+		if n := ctl.calls.Load() - before; n < 1 || n > 2 {
+			// One refresh; the upstream client may retry a dropped
+			// connection once.
+			t.Errorf("upstream calls during the window = %d; want one refresh", n)
+		}
+		if a := send(ctx, h.gws[1].URL, staleKey, body); a.header.Get("X-Corral-Cache") != cacheStale {
+			t.Errorf("after the failed refresh: %s; want STALE", a.header.Get("X-Corral-Cache"))
+		}
+		// Past both windows (10m and 5m): the failure itself.
+		clock.Advance(10 * time.Minute)
+		a := send(ctx, h.gws[2].URL, staleKey, body)
+		if a.status == 200 || a.header.Get("X-Corral-Cache") == cacheStale {
+			t.Errorf("past the windows: %d %s; want the upstream failure", a.status, a.header.Get("X-Corral-Cache"))
+		}
+		waitFlights(t, h)
+	})
 }
 
 // TestStaleRefreshDeterministicFailure: a refresh answered 404 replaces

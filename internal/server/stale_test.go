@@ -273,6 +273,18 @@ func inBothModes(t *testing.T, spec tenant.Spec, test func(*testing.T, *harness,
 	}
 }
 
+// eachTransientFailure runs test as one subtest per transient failure
+// the upstream control injects (a 500, a 429, a dropped connection), each
+// starting from a healthy upstream.
+func eachTransientFailure(t *testing.T, ctl *upstreamControl, test func(t *testing.T, mode string)) {
+	for _, mode := range []string{"500", "429", "drop"} {
+		t.Run(mode, func(t *testing.T) {
+			ctl.set("")
+			test(t, mode)
+		})
+	}
+}
+
 // prime stores body's answer through base, failing the test unless it is
 // a 200: the stale tests start from a stored entry.
 func prime(t *testing.T, base, key, body string) {
