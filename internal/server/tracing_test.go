@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/corralhq/corral/internal/failover"
+	"github.com/corralhq/corral/internal/logtest"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/telemetry"
 )
@@ -218,7 +219,7 @@ const (
 // lookup and the tokens saved, and nothing upstream.
 func TestTraceMissAndHit(t *testing.T) {
 	l := newSpanLog()
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	h := newHarness(t, func(o *harnessOptions) {
 		o.server = func(so *Options) {
 			so.Logger = slog.New(telemetry.LogHandler(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
