@@ -41,7 +41,7 @@ func BenchmarkHitTracing(b *testing.B) {
 		opt  func(*harnessOptions)
 	}{
 		{"off", func(*harnessOptions) {}},
-		{"on", func(o *harnessOptions) { o.server = func(so *Options) { so.Tracing = p.TracerProvider() } }},
+		{"on", withServer(func(so *Options) { so.Tracing = p.TracerProvider() })},
 	} {
 		h := newHarness(b, mode.opt)
 		benchPost(b, h.gw.URL, body)

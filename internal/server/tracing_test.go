@@ -153,14 +153,29 @@ func childOf(t *testing.T, child, parent sdktrace.ReadOnlySpan) {
 // (as several gateways export to one collector).
 func traced(l *spanLog) func(*harnessOptions) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(l))
-	return func(o *harnessOptions) {
-		prev := o.server
-		o.server = func(so *Options) {
-			if prev != nil {
-				prev(so)
-			}
-			so.Tracing = tp
-		}
+	return withServer(func(so *Options) { so.Tracing = tp })
+}
+
+// tracedFailover traces into l over a router that tries primary, then
+// secondary, and traces their attempts.
+func tracedFailover(l *spanLog, primary, secondary *fakeUpstream) func(*harnessOptions) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(l))
+	return withServer(func(so *Options) {
+		so.Upstreams = routerWith(failover.Options{Timeout: 10 * time.Second, Tracer: telemetry.Tracer(tp)},
+			upSpec{f: primary, priority: 0, weight: 1}, upSpec{f: secondary, priority: 1, weight: 1})
+		so.Tracing = tp
+	})
+}
+
+// answered is the attributes of the attempt n at upstream that answered
+// gpt-4o-mini's chat call with in and out tokens.
+func answered(upstream string, n, in, out int) map[string]any {
+	return map[string]any{
+		"corral.upstream": upstream, "corral.attempt": int64(n), "corral.outcome": "answer",
+		"gen_ai.provider.name": "openai", "gen_ai.system": "openai", "gen_ai.operation.name": "chat",
+		"gen_ai.request.model": "gpt-4o-mini", "gen_ai.response.model": "gpt-4o-mini",
+		"gen_ai.usage.input_tokens": int64(in), "gen_ai.usage.output_tokens": int64(out),
+		"http.response.status_code": int64(200),
 	}
 }
 
@@ -220,11 +235,9 @@ const (
 func TestTraceMissAndHit(t *testing.T) {
 	l := newSpanLog()
 	var logs logtest.Buffer
-	h := newHarness(t, func(o *harnessOptions) {
-		o.server = func(so *Options) {
-			so.Logger = slog.New(telemetry.LogHandler(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-		}
-	}, traced(l)) // traced keeps the logger's option
+	h := newHarness(t, traced(l), withServer(func(so *Options) {
+		so.Logger = slog.New(telemetry.LogHandler(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	}))
 	prompt := "tracing the secret recipe"
 	body := chatBody(prompt)
 	miss := send(context.Background(), h.gw.URL, acmeKey, body,
@@ -262,13 +275,7 @@ func TestTraceMissAndHit(t *testing.T) {
 		t.Errorf("attempt kind %v; want client", att.SpanKind())
 	}
 	in, out := usageOf(t, miss.body)
-	wantAttrs(t, att, map[string]any{
-		"corral.upstream": "default", "corral.attempt": int64(1), "corral.outcome": "answer",
-		"gen_ai.provider.name": "openai", "gen_ai.system": "openai", "gen_ai.operation.name": "chat",
-		"gen_ai.request.model": "gpt-4o-mini", "gen_ai.response.model": "gpt-4o-mini",
-		"gen_ai.usage.input_tokens": int64(in), "gen_ai.usage.output_tokens": int64(out),
-		"http.response.status_code": int64(200),
-	})
+	wantAttrs(t, att, answered("default", 1, in, out))
 	if len(spans) != 4 {
 		t.Errorf("the MISS's trace has spans %v; want the server span, lookup, flight, attempt", spanNames(spans))
 	}
@@ -327,14 +334,7 @@ func TestTraceFailover(t *testing.T) {
 	primary := newFakeUpstream(t, "primary", mockllm.Options{})
 	secondary := newFakeUpstream(t, "secondary", mockllm.Options{})
 	primary.status.Store(http.StatusServiceUnavailable)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(l))
-	h := newHarness(t, func(o *harnessOptions) {
-		o.server = func(so *Options) {
-			so.Upstreams = routerWith(failover.Options{Timeout: 10 * time.Second, Tracer: telemetry.Tracer(tp)},
-				upSpec{f: primary, priority: 0, weight: 1}, upSpec{f: secondary, priority: 1, weight: 1})
-			so.Tracing = tp
-		}
-	})
+	h := newHarness(t, tracedFailover(l, primary, secondary))
 	a := send(context.Background(), h.gw.URL, acmeKey, chatBody("fail over, traced"))
 	if a.status != 200 || a.header.Get("X-Corral-Upstream") != "secondary" {
 		t.Fatalf("answer: %d from %q", a.status, a.header.Get("X-Corral-Upstream"))
@@ -361,13 +361,7 @@ func TestTraceFailover(t *testing.T) {
 		t.Errorf("the failed attempt's status is %v; want Error", first.Status().Code)
 	}
 	in, out := usageOf(t, a.body)
-	wantAttrs(t, second, map[string]any{
-		"corral.upstream": "secondary", "corral.attempt": int64(2), "corral.outcome": "answer",
-		"gen_ai.provider.name": "openai", "gen_ai.system": "openai", "gen_ai.operation.name": "chat",
-		"gen_ai.request.model": "gpt-4o-mini", "gen_ai.response.model": "gpt-4o-mini",
-		"gen_ai.usage.input_tokens": int64(in), "gen_ai.usage.output_tokens": int64(out),
-		"http.response.status_code": int64(200),
-	})
+	wantAttrs(t, second, answered("secondary", 2, in, out))
 	if primary.calls.Load() != 1 || secondary.calls.Load() != 1 {
 		t.Errorf("calls: primary %d, secondary %d; want 1 each", primary.calls.Load(), secondary.calls.Load())
 	}
@@ -400,13 +394,7 @@ func TestTraceStream(t *testing.T) {
 	n := strings.Count(a.body, "data: ")
 	wantAttrs(t, st, map[string]any{"corral.stream.events": int64(n)})
 	// The mock counts words: the prompt's 3, the reply's 3 more.
-	wantAttrs(t, one(t, spans, "chat gpt-4o-mini"), map[string]any{
-		"corral.upstream": "default", "corral.attempt": int64(1), "corral.outcome": "answer",
-		"gen_ai.provider.name": "openai", "gen_ai.system": "openai", "gen_ai.operation.name": "chat",
-		"gen_ai.request.model": "gpt-4o-mini", "gen_ai.response.model": "gpt-4o-mini",
-		"gen_ai.usage.input_tokens": int64(3), "gen_ai.usage.output_tokens": int64(6),
-		"http.response.status_code": int64(200),
-	})
+	wantAttrs(t, one(t, spans, "chat gpt-4o-mini"), answered("default", 1, 3, 6))
 	noSecrets(t, spans, acmeKey, upstreamKey, prompt)
 }
 
@@ -527,14 +515,7 @@ func TestTraceTree(t *testing.T) {
 	primary := newFakeUpstream(t, "primary", mockllm.Options{StreamChunks: 3})
 	secondary := newFakeUpstream(t, "secondary", mockllm.Options{StreamChunks: 3})
 	primary.status.Store(http.StatusTooManyRequests)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(l))
-	h, _ := distributed(t, 1, func(o *harnessOptions) {
-		o.server = func(so *Options) {
-			so.Upstreams = routerWith(failover.Options{Timeout: 10 * time.Second, Tracer: telemetry.Tracer(tp)},
-				upSpec{f: primary, priority: 0, weight: 1}, upSpec{f: secondary, priority: 1, weight: 1})
-			so.Tracing = tp
-		}
-	})
+	h, _ := distributed(t, 1, tracedFailover(l, primary, secondary))
 	body := `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"show me a trace"}]}`
 	a := send(context.Background(), h.gws[0].URL, acmeKey, body, "Traceparent", "00-"+clientTraceID+"-"+clientSpanID+"-01")
 	if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheMiss {
