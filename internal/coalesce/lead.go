@@ -113,12 +113,14 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 	}
 	var wait trace.Span  // the wait for another instance's leader, once it begins
 	result := "degraded" // how the wait ended, when there was one
-	defer func() {
+	endWait := func() {
 		if wait != nil {
 			wait.SetAttributes(telemetry.LockResult.String(result))
 			wait.End()
+			wait = nil
 		}
-	}()
+	}
+	defer endWait()
 	deadline := time.NewTimer(c.o.WaitTimeout)
 	defer deadline.Stop()
 	combined := c.readsWithLock(req)
@@ -207,6 +209,7 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			if follow, ferr := c.o.Streams.Followable(ctx, k.stream); ferr == nil && follow {
 				unwatch()
 				result = "mirrored"
+				endWait() // mirroring the stream is no longer waiting
 				out, err := c.mirror(ctx, req, k, st)
 				return leadership{done: true, waited: l.waited, out: out}, err
 			}

@@ -548,3 +548,48 @@ func TestTraceTree(t *testing.T) {
 		t.Errorf("tree shape (-want +got):\n%s", diff)
 	}
 }
+
+// TestTraceStreamFollowerMirrors: a streaming request that joins another
+// instance's live stream shows a lock wait that ended "mirrored", linked
+// to the leader's flight, and its own stream relay with a first token.
+func TestTraceStreamFollowerMirrors(t *testing.T) {
+	l := newSpanLog()
+	h, _ := distributed(t, 2, traced(l), slowStream(20, 50*time.Millisecond))
+	body := liveBody("mirrored and traced")
+	leader := openStream(t, h.gws[0].URL, acmeKey, body)
+	<-leader.events // the leader's stream is live: a follower now mirrors it
+	follower := openStream(t, h.gws[1].URL, acmeKey, body)
+	lead, fol := drain(leader), drain(follower)
+	if !fol.done || follower.header.Get("X-Corral-Cache") != cacheCoalesced || !lead.done {
+		t.Fatalf("follower: %+v %s", fol, follower.header.Get("X-Corral-Cache"))
+	}
+	spans := l.until(t, "both requests' spans", func(_ []string, ended []sdktrace.ReadOnlySpan) bool {
+		return len(named(ended, "POST /v1/chat/completions")) == 2 && len(named(ended, "chat gpt-4o-mini")) == 1
+	})
+	flights := named(spans, telemetry.SpanFlight)
+	if len(flights) != 2 {
+		t.Fatalf("%d flight spans; want 2", len(flights))
+	}
+	lf, ff := flights[0], flights[1]
+	if attrs(lf)["corral.flight.role"] != "leader" {
+		lf, ff = ff, lf
+	}
+	wantAttrs(t, ff, map[string]any{"corral.flight.role": "follower"})
+	wait := one(t, spans, telemetry.SpanLockWait)
+	childOf(t, wait, ff)
+	wantAttrs(t, wait, map[string]any{"corral.lock.result": "mirrored"})
+	for _, s := range []sdktrace.ReadOnlySpan{ff, wait} {
+		if ls := s.Links(); len(ls) != 1 || ls[0].SpanContext.SpanID() != lf.SpanContext().SpanID() {
+			t.Errorf("%s links %v; want the leader's flight span", s.Name(), ls)
+		}
+	}
+	fspans := inTrace(spans, ff.SpanContext().TraceID())
+	st := one(t, fspans, telemetry.SpanStream)
+	if evs := st.Events(); len(evs) != 1 || evs[0].Name != telemetry.EventFirstToken {
+		t.Errorf("the follower's stream events %v; want one first token", evs)
+	}
+	if wait.EndTime().After(st.StartTime()) {
+		t.Errorf("the lock wait ended %v after the follower's stream began: mirroring is not waiting", wait.EndTime().Sub(st.StartTime()))
+	}
+	noSecrets(t, spans, acmeKey, upstreamKey, "mirrored and traced")
+}
