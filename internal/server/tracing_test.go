@@ -425,16 +425,7 @@ func TestTraceFollowerOnAnotherInstance(t *testing.T) {
 		t.Errorf("upstream calls = %d; want 1", n)
 	}
 	spans := l.endedN(t, "POST /v1/chat/completions", 2)
-	flights := named(spans, telemetry.SpanFlight)
-	if len(flights) != 2 {
-		t.Fatalf("%d flight spans; want 2", len(flights))
-	}
-	lf, ff := flights[0], flights[1]
-	if attrs(lf)["corral.flight.role"] != "leader" {
-		lf, ff = ff, lf
-	}
-	wantAttrs(t, lf, map[string]any{"corral.flight.role": "leader"})
-	wantAttrs(t, ff, map[string]any{"corral.flight.role": "follower"})
+	lf, ff := leaderAndFollower(t, spans)
 	if lf.SpanContext().TraceID() == ff.SpanContext().TraceID() {
 		t.Fatal("the two requests share a trace; want one each")
 	}
@@ -458,6 +449,23 @@ func TestTraceFollowerOnAnotherInstance(t *testing.T) {
 		t.Errorf("the follower's trace has %d upstream attempts; want none", len(got))
 	}
 	noSecrets(t, spans, acmeKey, upstreamKey, "one leader, traced")
+}
+
+// leaderAndFollower are the two flight spans among spans, the leader's
+// and the follower's, each with exactly its role.
+func leaderAndFollower(t *testing.T, spans []sdktrace.ReadOnlySpan) (leader, follower sdktrace.ReadOnlySpan) {
+	t.Helper()
+	flights := named(spans, telemetry.SpanFlight)
+	if len(flights) != 2 {
+		t.Fatalf("%d flight spans; want 2", len(flights))
+	}
+	leader, follower = flights[0], flights[1]
+	if attrs(leader)["corral.flight.role"] != "leader" {
+		leader, follower = follower, leader
+	}
+	wantAttrs(t, leader, map[string]any{"corral.flight.role": "leader"})
+	wantAttrs(t, follower, map[string]any{"corral.flight.role": "follower"})
+	return leader, follower
 }
 
 // renderTree prints one trace as an indented tree, children in start
@@ -566,15 +574,7 @@ func TestTraceStreamFollowerMirrors(t *testing.T) {
 	spans := l.until(t, "both requests' spans", func(_ []string, ended []sdktrace.ReadOnlySpan) bool {
 		return len(named(ended, "POST /v1/chat/completions")) == 2 && len(named(ended, "chat gpt-4o-mini")) == 1
 	})
-	flights := named(spans, telemetry.SpanFlight)
-	if len(flights) != 2 {
-		t.Fatalf("%d flight spans; want 2", len(flights))
-	}
-	lf, ff := flights[0], flights[1]
-	if attrs(lf)["corral.flight.role"] != "leader" {
-		lf, ff = ff, lf
-	}
-	wantAttrs(t, ff, map[string]any{"corral.flight.role": "follower"})
+	lf, ff := leaderAndFollower(t, spans)
 	wait := one(t, spans, telemetry.SpanLockWait)
 	childOf(t, wait, ff)
 	wantAttrs(t, wait, map[string]any{"corral.lock.result": "mirrored"})
