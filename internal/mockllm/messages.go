@@ -142,6 +142,10 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, countOnly
 		<-ctx.Done()
 		return true
 	}
+	if pl.stall {
+		stall(w, r, req.Stream)
+		return true
+	}
 	if !sleep(ctx, pl.latency) {
 		return true
 	}
