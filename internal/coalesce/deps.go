@@ -31,7 +31,8 @@ type Release func(ctx context.Context) error
 // Locker is the cross-instance leader lock: one holder per name at a time.
 type Locker interface {
 	// TryAcquire takes name if nobody holds it; ok=false means another
-	// holds it. Taking it deletes clear (the previous leader's stream).
+	// holds it. Taking it deletes clear (the previous leader's stream and
+	// failure).
 	TryAcquire(ctx context.Context, name string, clear ...string) (release Release, ok bool, err error)
 	// TryAcquireOrRead reads keys and takes name only when none of them
 	// holds a usable entry, in one round trip; found are the entries read

@@ -103,8 +103,9 @@ func (c *cluster) acquireLocked(name string, clear []string) (coalesce.Release, 
 	c.tokens++
 	token := strconv.Itoa(c.tokens)
 	c.locks[name] = token
-	for _, k := range clear {
+	for _, k := range clear { // DEL, whatever the key holds
 		delete(c.streams, k)
+		delete(c.entries, k)
 	}
 	return func(context.Context) error {
 		c.mu.Lock()

@@ -21,6 +21,13 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 	}
 	k := names(req)
 	l, err := c.lead(ctx, req, k, st)
+	if l.failed {
+		// The leader waited for failed transiently: its waiters' answer,
+		// or the entry within a stale window, as the leader's clients get.
+		if e := c.staleIfError(ctx, req, k); e != nil {
+			return Outcome{Entry: e, Source: Stale}, nil
+		}
+	}
 	if l.done {
 		return l.out, err
 	}
@@ -73,6 +80,14 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 	out, err := c.call(ctx, req, k, st, publish)
 	out.Source, out.Upstream = Miss, time.Since(start)
 	c.o.Observer.Called(req, out, err, out.Upstream)
+	if l.release != nil {
+		// Before the lock is released (deferred above): a waiter that
+		// finds the lock gone finds the failure with it, and answers with
+		// it instead of calling an upstream that just failed.
+		if e := c.failure(req, out, err); e != nil {
+			c.store(context.WithoutCancel(ctx), k.failure, e, c.o.FailureTTL)
+		}
+	}
 	// stale-if-error: a failure the upstream will get over is answered
 	// with the old entry, to this flight's every waiter. A stream that
 	// has begun is the clients' already.
@@ -97,6 +112,9 @@ type leadership struct {
 	waited bool
 	// checked: the lock was taken in the round trip that found no entry.
 	checked bool
+	// failed: with done, the leader waited for failed transiently and out
+	// is its failure (Options.Render).
+	failed bool
 }
 
 // lead makes this flight the leader across instances, or waits for the
@@ -108,11 +126,12 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 	deadline := time.NewTimer(c.o.WaitTimeout)
 	defer deadline.Stop()
 	combined := c.readsWithLock(req)
-	var clear []string
+	// Taking the lock deletes a previous leader's failure, so a failure
+	// found once the lock is free is its last holder's, and its live
+	// stream, so a stream present under a held lock is its holder's.
+	clear := []string{k.failure}
 	if c.o.Streams != nil {
-		// Taking the lock deletes a previous leader's live stream, so a
-		// stream present under a held lock is its holder's.
-		clear = []string{k.stream}
+		clear = append(clear, k.stream)
 	}
 	for {
 		if !c.o.Health.Allow() {
@@ -123,12 +142,20 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			ok      bool
 			looked  bool // the entries were read in the same round trip
 		)
-		if combined {
+		switch {
+		case combined:
+			read := []string{k.entry, k.negative}
+			if l.waited {
+				read = append(read, k.failure)
+			}
 			var found []*entry.Entry
-			release, ok, found, err = c.o.Locker.TryAcquireOrRead(ctx, k.lock, []string{k.entry, k.negative}, clear...)
+			release, ok, found, err = c.o.Locker.TryAcquireOrRead(ctx, k.lock, read, clear...)
 			if err == nil {
 				if e, neg := c.pickFound(found); e != nil {
 					return leadership{done: true, waited: l.waited, out: Outcome{Entry: e, Source: storedSource(neg, l.waited)}}, nil
+				}
+				if len(found) > 2 && found[2] != nil {
+					return failedLeader(found[2]), nil
 				}
 				looked = true
 				if !ok && slices.ContainsFunc(found, func(e *entry.Entry) bool { return e != nil }) {
@@ -138,7 +165,15 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 					release, ok, err = c.o.Locker.TryAcquire(ctx, k.lock, clear...)
 				}
 			}
-		} else {
+		case l.waited:
+			// A waiter that checks its entries itself (MinStoredAt) still
+			// reads the failure with the lock.
+			var found []*entry.Entry
+			release, ok, found, err = c.o.Locker.TryAcquireOrRead(ctx, k.lock, []string{k.failure}, clear...)
+			if err == nil && len(found) > 0 && found[0] != nil {
+				return failedLeader(found[0]), nil
+			}
+		default:
 			release, ok, err = c.o.Locker.TryAcquire(ctx, k.lock, clear...)
 		}
 		c.o.Health.Record(err)
@@ -206,6 +241,14 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			return l, err
 		}
 	}
+}
+
+// failedLeader is how a waiter's lead ends when the leader it waited for
+// failed transiently: with that failure, coalesced, and no call of its own.
+// Only waiters read the failure: a request that arrives after it is a new
+// attempt (a transient failure is not remembered as an answer).
+func failedLeader(e *entry.Entry) leadership {
+	return leadership{done: true, waited: true, failed: true, out: Outcome{Entry: e, Source: Coalesced}}
 }
 
 // pickFound chooses from the entries read with the lock (response, then

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/corralhq/corral/internal/cache/entry"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/coalesce/flight"
 	"github.com/corralhq/corral/internal/failover"
@@ -136,6 +137,18 @@ func statusError(err error) *apiError {
 		return errClientClosed
 	}
 	return errUpstream
+}
+
+// renderFailure is the answer a flight's error gives its client, in the
+// request's wire format: what the waiters on other instances of a leader
+// that failed transiently are answered with (coalesce.Options.Render).
+func renderFailure(req *coalesce.Request, err error) *entry.Entry {
+	e := statusError(err)
+	return &entry.Entry{
+		Status: e.Status,
+		Header: map[string][]string{"Content-Type": {"application/json"}},
+		Body:   req.Format.ErrorBody(e.wire()),
+	}
 }
 
 // writeError sends e. Nothing is written for a client that has gone away.

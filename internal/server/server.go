@@ -206,6 +206,7 @@ func New(o Options) (*Server, error) {
 		Locker:            o.Locker,
 		Marker:            o.Marker,
 		Transient:         transient,
+		Render:            renderFailure,
 		Bus:               o.Bus,
 		Streams:           o.Streams,
 		LockTTL:           o.LockTTL,
