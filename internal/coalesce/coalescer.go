@@ -81,6 +81,8 @@ type Coalescer struct {
 	groups  sync.Map       // tenant id → *group: one tenant's keys never contend with another's
 	running sync.WaitGroup // flights running; they may outlive their requests
 	marks   *memMarker     // the refresh backoff without Redis
+	stop    context.Context
+	stopNow context.CancelCauseFunc // ends stop with ErrShutdown
 }
 
 type group = flight.Group[*state]
@@ -106,8 +108,17 @@ func New(o Options) (*Coalescer, error) {
 	if o.Health == nil {
 		o.Health = alwaysHealthy{}
 	}
-	return &Coalescer{o: o, marks: newMemMarker(o.Now)}, nil
+	stop, stopNow := context.WithCancelCause(context.Background())
+	return &Coalescer{o: o, marks: newMemMarker(o.Now), stop: stop, stopNow: stopNow}, nil
 }
+
+// Stop ends every flight, running or yet to start, with ErrShutdown: the
+// upstream calls are cancelled, streams being relayed end with that error
+// (so every client's stream gets its error event), live streams this
+// instance publishes are ended and deleted, and locks are released. It is
+// the last step of a shutdown whose grace period ran out; Wait then
+// returns as soon as the flights have cleaned up.
+func (c *Coalescer) Stop() { c.stopNow(ErrShutdown) }
 
 // readsWithLock is the one decision of whether a flight's lock call also
 // reads the prompt's entries (one Redis round trip instead of two): in

@@ -61,6 +61,8 @@ type Streams interface {
 	Read(ctx context.Context, key, after string, block time.Duration) (StreamBatch, error)
 	// Followable reports a stream worth following: live, or ended cleanly.
 	Followable(ctx context.Context, key string) (bool, error)
+	// Drop removes key's stream.
+	Drop(ctx context.Context, key string) error
 }
 
 // StreamBatch is what one Streams.Read returns.

@@ -231,6 +231,13 @@ func (c *cluster) Read(ctx context.Context, key, after string, block time.Durati
 	}
 }
 
+func (c *cluster) Drop(_ context.Context, key string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.streams, key)
+	return nil
+}
+
 func (c *cluster) Followable(_ context.Context, key string) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

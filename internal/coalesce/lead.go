@@ -2,6 +2,7 @@ package coalesce
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -19,6 +20,11 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 		// when every local waiter has left.
 		ctx = context.WithoutCancel(ctx)
 	}
+	// Stop ends every flight at once, with ErrShutdown as its cause.
+	ctx, end := context.WithCancelCause(ctx)
+	defer end(nil)
+	unstop := context.AfterFunc(c.stop, func() { end(ErrShutdown) })
+	defer unstop()
 	k := names(req)
 	l, err := c.lead(ctx, req, k, st)
 	if l.failed {
@@ -38,6 +44,11 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 			// left behind would stall every waiter for a whole TTL.
 			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
+			if publish && errors.Is(context.Cause(ctx), ErrShutdown) {
+				// Its end marker says it broke; an instance that stops
+				// leaves nothing of its own behind for a TTL.
+				c.o.Health.Record(c.o.Streams.Drop(rctx, k.stream))
+			}
 			c.o.Health.Record(l.release(rctx))
 			if c.o.Bus != nil {
 				c.o.Health.Record(c.o.Bus.Publish(rctx, k.entry))
@@ -70,7 +81,7 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
-			return Outcome{}, ctx.Err()
+			return Outcome{}, context.Cause(ctx)
 		}
 		return Outcome{}, &ConcurrencyError{Max: req.MaxLeaders}
 	}
@@ -233,7 +244,7 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 				l.done, err = true, ErrWaitTimeout
 			}
 		case <-ctx.Done():
-			stop, l.done, err = true, true, ctx.Err()
+			stop, l.done, err = true, true, context.Cause(ctx)
 		}
 		unwatch()
 		poll.Stop()
@@ -282,14 +293,18 @@ func (c *Coalescer) mirror(ctx context.Context, req *Request, k keys, st *state)
 	st.mirrored = true
 	close(st.streaming)
 	holder, _ := c.o.Locker.Holder(ctx, k.lock)
+	// A blocking read may not return before its block time when ctx ends
+	// (a socket read is not interrupted): the followers' streams end at
+	// once all the same, with ctx's cause (Stop's ErrShutdown).
+	defer context.AfterFunc(ctx, func() { st.rec.Close(context.Cause(ctx)) })()
 	block := max(c.o.LockTTL/4, 20*time.Millisecond)
 	after := "0"
 	var events [][]byte
 	for {
 		b, err := c.o.Streams.Read(ctx, k.stream, after, block)
 		if ctx.Err() != nil {
-			st.rec.Close(ctx.Err())
-			return Outcome{}, ctx.Err()
+			st.rec.Close(context.Cause(ctx))
+			return Outcome{}, context.Cause(ctx)
 		}
 		c.o.Health.Record(err)
 		for _, ev := range b.Events {

@@ -70,6 +70,8 @@ var (
 		Message: "The upstream stream ended before it was complete."}
 	errUpstreamTooLarge = &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
 		Message: "The upstream answer was larger than the gateway accepts."}
+	errShuttingDown = &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "gateway_shutting_down",
+		Message: "This gateway instance is shutting down; retry the request."}
 	// errClientClosed is logged, never seen: the client is gone.
 	errClientClosed = &apiError{Status: 499, Type: typeInvalidRequest, Code: "client_closed_request",
 		Message: "The client closed the request."}
@@ -114,6 +116,8 @@ func statusError(err error) *apiError {
 		return errUpstreamTooLarge
 	case errors.Is(err, coalesce.ErrWaitTimeout):
 		return errWaitTimeout
+	case errors.Is(err, coalesce.ErrShutdown):
+		return errShuttingDown
 	case errors.As(err, &ce):
 		return errConcurrency(ce.Max)
 	case errors.As(err, &se):
