@@ -7,13 +7,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/tenant"
@@ -24,20 +22,14 @@ import (
 // and Redis state, and a Redis outage degrades without failing requests.
 func TestDistributedWiring(t *testing.T) {
 	rs := redistest.Start(t)
-	mock := httptest.NewServer(mockllm.New(mockllm.Options{}))
-	t.Cleanup(mock.Close)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "tenants.yaml")
-	if err := os.WriteFile(file, []byte("tenants:\n  - id: acme\n    keys: [{sha256: \""+tenant.HashKey("sk-wired")+"\"}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	mock := serveMock(t, mockllm.Options{})
+	file := writeTenantsFile(t, tenantYAML("acme", tenant.HashKey("sk-wired")))
 	gw := mustGateway(t,
 		"CORRAL_REDIS_URL="+rs.URL(),
 		"CORRAL_UPSTREAM_URL="+mock.URL+"/v1",
 		"CORRAL_TENANTS_FILE="+file,
 		"CORRAL_ADMIN_TOKEN=adm")
-	srv := httptest.NewServer(gw)
-	t.Cleanup(srv.Close)
+	srv := serveGateway(t, gw)
 
 	chat := func(text string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions",
@@ -134,40 +126,14 @@ func TestEmbeddedReadyz(t *testing.T) {
 	}
 }
 
-// mustGateway wires a gateway from the environment env, closed with the
-// test.
-func mustGateway(tb testing.TB, env ...string) *gateway {
-	tb.Helper()
-	cfg, err := config.Load(env)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(gw.Close)
-	return gw
-}
-
 // TestEmptyTenantsFile: "tenants: []" (the shipped files' default) is
 // accepted, with one warning at start and one on each reload that still
 // lists no tenant, and /readyz says so while it lasts.
 func TestEmptyTenantsFile(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "tenants.yaml")
-	if err := os.WriteFile(file, []byte("tenants: []\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load([]string{"CORRAL_TENANTS_FILE=" + file, "CORRAL_DATA_DIR=" + t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	file := writeFile(t, filepath.Join(t.TempDir(), "tenants.yaml"), "tenants: []\n")
 	logs := newLineWriter()
-	gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
-	if err != nil {
-		t.Fatalf("tenants: [] refused: %v", err)
-	}
-	defer gw.Close()
+	gw := wireGateway(t, gatewayOptions{Logger: slog.New(slog.NewJSONHandler(logs, nil))},
+		"CORRAL_TENANTS_FILE="+file, "CORRAL_DATA_DIR="+t.TempDir())
 	warnings := func() int { return strings.Count(logs.String(), `"msg":"`+noTenantsWarning+`"`) }
 	readyz := func() (int, string) {
 		rec := httptest.NewRecorder()
@@ -188,9 +154,7 @@ func TestEmptyTenantsFile(t *testing.T) {
 	}
 
 	// A tenant added and reloaded: no warning, /readyz counts it.
-	if err := os.WriteFile(file, []byte("tenants:\n  - id: acme\n    keys: [{sha256: \""+tenant.HashKey("sk-x")+"\"}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeFile(t, file, "tenants:\n"+tenantYAML("acme", tenant.HashKey("sk-x")))
 	if _, err := gw.srv.Reload(); err != nil {
 		t.Fatal(err)
 	}

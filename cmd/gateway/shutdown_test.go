@@ -3,17 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/redistest"
@@ -80,13 +75,8 @@ func openStream(t *testing.T, base, path, body string, hdr ...string) *sseStream
 func TestShutdownEndsStreams(t *testing.T) {
 	const grace = 2 * time.Second
 	rs := redistest.Start(t)
-	mock := mockllm.New(mockllm.Options{})
-	up := httptest.NewServer(mock)
-	defer up.Close()
-	file := filepath.Join(t.TempDir(), "tenants.yaml")
-	if err := os.WriteFile(file, []byte("tenants:\n  - id: acme\n    keys: [{sha256: \""+tenant.HashKey("sk-stop")+"\"}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	up := serveMock(t, mockllm.Options{})
+	file := writeTenantsFile(t, tenantYAML("acme", tenant.HashKey("sk-stop")))
 	env := []string{
 		"CORRAL_REDIS_URL=" + rs.URL(),
 		"CORRAL_UPSTREAM_URL=" + up.URL + "/v1",
@@ -95,20 +85,9 @@ func TestShutdownEndsStreams(t *testing.T) {
 	}
 
 	// Instance B keeps running; it leads one stream and follows another.
-	cfg, err := config.Load(append(env, "CORRAL_DATA_DIR="+t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gwB, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvB := httptest.NewServer(gwB)
-	defer func() {
-		gwB.srv.Stop() // its own stream outlasts the test
-		srvB.Close()
-		gwB.Close()
-	}()
+	gwB := wireGateway(t, gatewayOptions{}, append(env, "CORRAL_DATA_DIR="+t.TempDir())...)
+	srvB := serveGateway(t, gwB)
+	defer gwB.srv.Stop() // its own stream outlasts the test; the server and gateway close after
 
 	// Instance A is the one shut down, through run.
 	ctx, cancel := context.WithCancel(context.Background())
