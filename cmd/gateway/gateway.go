@@ -103,7 +103,14 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	if err != nil {
 		return nil, err
 	}
-	if reg.Len() == 0 {
+	switch {
+	case reg.Len() > 0:
+	case cfg.TenantsFile != "":
+		// Accepted, because the shipped tenants files (compose's, the Helm
+		// chart's default) list none until the operator adds one; said
+		// loudly at start, on every reload and in /readyz.
+		log.Warn(noTenantsWarning, slog.String("file", cfg.TenantsFile))
+	default:
 		log.Warn("no tenants configured: every request will be refused with 401; set CORRAL_TENANTS_FILE or use -demo")
 	}
 
@@ -150,6 +157,9 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 			reg, err := loadRegistry()
 			if err != nil {
 				return nil, err
+			}
+			if reg.Len() == 0 {
+				log.Warn(noTenantsWarning, slog.String("file", cfg.TenantsFile))
 			}
 			if set != nil {
 				router.Swap(set)
@@ -216,7 +226,10 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	so.Objects = owners
 	var srv *server.Server
 	so.Ready = func() (bool, map[string]any) {
-		detail := map[string]any{"mode": mode, "redis": "disabled"}
+		detail := map[string]any{"mode": mode, "redis": "disabled", "tenants": srv.TenantCount()}
+		if detail["tenants"] == 0 {
+			detail["warning"] = noTenantsWarning // still ready: the operator's file says so
+		}
 		if mode == "distributed" {
 			detail["redis"] = "ok"
 			if !srv.RedisHealthy() {
@@ -238,6 +251,10 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		slog.Bool("demo", o.Demo))
 	return gw, nil
 }
+
+// noTenantsWarning is logged at start and on every reload, and shown in
+// /readyz, while the tenants file lists no tenant.
+const noTenantsWarning = "tenants file lists no tenants: every request will be refused with 401"
 
 // runOwned runs loop in a goroutine until the returned stop is called;
 // stop waits for it to return.

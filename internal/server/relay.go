@@ -83,15 +83,21 @@ func (fw flushWriter) Write(p []byte) (int, error) {
 // relayEvents relays SSE events as they arrive. A stream that breaks or
 // ends without its final event gets the format's error event before it is
 // closed, so SDKs report an error rather than a silently short answer.
-func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Reader, o relayOptions) {
+func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.ReadCloser, o relayOptions) {
 	ew := s.startEvents(w, o.format)
 	defer ew.close()
+	defer s.closeOnStop(body)()
 	er := sse.NewEventReader(body)
 	done := false
 	for {
 		ev, err := er.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) && done {
+				return
+			}
+			if s.stopping() {
+				recordFrom(r.Context()).err = coalesce.ErrShutdown.Error()
+				ew.fail(coalesce.ErrShutdown)
 				return
 			}
 			if r.Context().Err() != nil {
