@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: run demo test fuzz-ci bench bench-micro lint fuzz helm-template
+.PHONY: run demo test fuzz-ci bench bench-micro soak lint fuzz helm-template
 
 run: ## serve with CORRAL_* from the environment
 	$(GO) run ./cmd/gateway
@@ -20,6 +20,9 @@ fuzz-ci: ## 5 s of fuzzing whole bodies through the handler; .ci/run runs it aft
 
 bench: ## load harness (cmd/corralbench, internal/bench): gateway, mock, Redis and a bare proxy as pinned processes; ~4 min; BENCHFLAGS=-quick for ~1 min
 	$(GO) run ./cmd/corralbench $(BENCHFLAGS)
+
+soak: ## soak run (cmd/corralsoak): minutes of mixed traffic and faults through 3 gateways on a restarted Redis; RSS, goroutines, sockets before and after; not in test or CI; SOAKFLAGS=-d 10m
+	$(GO) run ./cmd/corralsoak $(SOAKFLAGS)
 
 bench-micro: ## go test micro benchmarks with allocations
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 15m $(PKGS)

@@ -49,6 +49,7 @@ type gatewayOptions struct {
 type gateway struct {
 	http.Handler
 	srv     *server.Server
+	traces  *otlp.Provider // nil when tracing is off
 	closers []func()
 }
 
@@ -106,7 +107,14 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	if err != nil {
 		return nil, err
 	}
-	if reg.Len() == 0 {
+	switch {
+	case reg.Len() > 0:
+	case cfg.TenantsFile != "":
+		// Accepted, because the shipped tenants files (compose's, the Helm
+		// chart's default) list none until the operator adds one; said
+		// loudly at start, on every reload and in /readyz.
+		log.Warn(noTenantsWarning, slog.String("file", cfg.TenantsFile))
+	default:
 		log.Warn("no tenants configured: every request will be refused with 401; set CORRAL_TENANTS_FILE or use -demo")
 	}
 
@@ -122,8 +130,10 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	var tracer trace.Tracer // nil: attempts are not traced
 	if tp.Enabled() {
 		tracer = telemetry.Tracer(tp.TracerProvider())
-		// Closed last (closers run in reverse), after the flights have
-		// ended: the spans they finished are flushed within the grace.
+		// run flushes it within the shutdown's grace once the flights
+		// have ended; this closer stops it on every other way out
+		// (a wiring error, a test), a no-op after run's.
+		gw.traces = tp
 		grace := cfg.ShutdownTimeout
 		gw.closers = append(gw.closers, func() {
 			sctx, cancel := context.WithTimeout(context.Background(), grace)
@@ -173,6 +183,9 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 			reg, err := loadRegistry()
 			if err != nil {
 				return nil, err
+			}
+			if reg.Len() == 0 {
+				log.Warn(noTenantsWarning, slog.String("file", cfg.TenantsFile))
 			}
 			if set != nil {
 				router.Swap(set)
@@ -239,7 +252,10 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	so.Objects = owners
 	var srv *server.Server
 	so.Ready = func() (bool, map[string]any) {
-		detail := map[string]any{"mode": mode, "redis": "disabled"}
+		detail := map[string]any{"mode": mode, "redis": "disabled", "tenants": srv.TenantCount()}
+		if detail["tenants"] == 0 {
+			detail["warning"] = noTenantsWarning // still ready: the operator's file says so
+		}
 		if mode == "distributed" {
 			detail["redis"] = "ok"
 			if !srv.RedisHealthy() {
@@ -261,6 +277,10 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		slog.Bool("demo", o.Demo))
 	return gw, nil
 }
+
+// noTenantsWarning is logged at start and on every reload, and shown in
+// /readyz, while the tenants file lists no tenant.
+const noTenantsWarning = "tenants file lists no tenants: every request will be refused with 401"
 
 // runOwned runs loop in a goroutine until the returned stop is called;
 // stop waits for it to return.

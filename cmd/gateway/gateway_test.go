@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +123,43 @@ func TestEmbeddedReadyz(t *testing.T) {
 	gw.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, `"mode":"embedded"`) || !strings.Contains(body, `"redis":"disabled"`) {
 		t.Errorf("/readyz = %d %s", rec.Code, body)
+	}
+}
+
+// TestEmptyTenantsFile: "tenants: []" (the shipped files' default) is
+// accepted, with one warning at start and one on each reload that still
+// lists no tenant, and /readyz says so while it lasts.
+func TestEmptyTenantsFile(t *testing.T) {
+	file := writeFile(t, filepath.Join(t.TempDir(), "tenants.yaml"), "tenants: []\n")
+	logs := newLineWriter()
+	gw := wireGateway(t, gatewayOptions{Logger: slog.New(slog.NewJSONHandler(logs, nil))},
+		"CORRAL_TENANTS_FILE="+file, "CORRAL_DATA_DIR="+t.TempDir())
+	warnings := func() int { return strings.Count(logs.String(), `"msg":"`+noTenantsWarning+`"`) }
+	readyz := func() (int, string) {
+		rec := httptest.NewRecorder()
+		gw.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if n := warnings(); n != 1 {
+		t.Errorf("warnings at start = %d; want 1 in:\n%s", n, logs)
+	}
+	if code, body := readyz(); code != 200 || !strings.Contains(body, `"tenants":0`) || !strings.Contains(body, `"warning":"`+noTenantsWarning+`"`) {
+		t.Errorf("/readyz = %d %s; want 200 with tenants 0 and the warning", code, body)
+	}
+	if _, err := gw.srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if n := warnings(); n != 2 {
+		t.Errorf("warnings after a reload of the same file = %d; want 2", n)
+	}
+
+	// A tenant added and reloaded: no warning, /readyz counts it.
+	writeFile(t, file, "tenants:\n"+tenantYAML("acme", tenant.HashKey("sk-x")))
+	if _, err := gw.srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	code, body := readyz()
+	if n := warnings(); code != 200 || n != 2 || !strings.Contains(body, `"tenants":1`) || strings.Contains(body, "warning") {
+		t.Errorf("after adding a tenant: /readyz %d %s, %d warnings; want tenants 1, no warning, still 2", code, body, warnings())
 	}
 }

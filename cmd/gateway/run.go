@@ -78,20 +78,52 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 		}
 		defer stopPprof()
 	}
-	err = serve(ctx, ln, gw, cfg.ShutdownTimeout, log)
-	// Flights may outlive their requests; let them store and unlock before
-	// the deferred Close shuts the Redis client under them.
-	wctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	grace := cfg.ShutdownTimeout
+	var end time.Time // when the shutdown must be over
+	err = serve(ctx, ln, gw, httpserve.Drain{
+		Grace:    grace,
+		Stopping: func() { end = time.Now().Add(grace) },
+		Cut:      gw.srv.Stop,
+		CutAhead: cutAhead(grace),
+	}, log)
+	if end.IsZero() { // serving failed before any shutdown
+		end = time.Now().Add(grace)
+	}
+	// Flights may outlive their requests (a distributed leader finishes its
+	// call for waiters elsewhere); let them store and unlock before the
+	// deferred Close shuts the Redis client under them, within the same
+	// deadline: what is still running then is stopped (its lock released,
+	// its live stream deleted), so the process exits within grace.
+	wctx, cancel := context.WithDeadline(context.Background(), end.Add(-cutAhead(grace)))
 	defer cancel()
-	if werr := gw.srv.WaitFlights(wctx); werr != nil {
-		log.Warn("shutdown: flights still running after the grace period")
+	if gw.srv.WaitFlights(wctx) != nil {
+		gw.srv.Stop()
+		sctx, scancel := context.WithDeadline(context.Background(), end)
+		defer scancel()
+		if gw.srv.WaitFlights(sctx) != nil {
+			log.Warn("shutdown: flights still running after the grace period")
+		}
+	}
+	// The spans of what just ended are flushed in what is left of the
+	// grace period (the deferred Close only stops what this did not).
+	fctx, fcancel := context.WithDeadline(context.Background(), end)
+	defer fcancel()
+	if ferr := gw.traces.Shutdown(fctx); ferr != nil {
+		log.Warn("shutdown: spans not flushed within the grace period", slog.String("error", ferr.Error()))
 	}
 	return err
 }
 
+// cutAhead is how long before the grace period ends the gateway stops what
+// is still open (streams end with their error event, flights release their
+// locks), leaving that long for the handlers to return and for the HTTP
+// server to notice its connections idle (it polls them every 500ms at
+// most).
+func cutAhead(grace time.Duration) time.Duration { return min(grace/4, 2*time.Second) }
+
 // serve runs the HTTP server on ln until ctx ends, then stops accepting
-// and lets in-flight requests and streams finish for up to grace.
-func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, log *slog.Logger) error {
+// and lets in-flight requests and streams finish as d says.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, d httpserve.Drain, log *slog.Logger) error {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -104,7 +136,14 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Dura
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	log.Info("corral listening", slog.String("addr", ln.Addr().String()))
-	cut, err := httpserve.Serve(ctx, srv, ln, grace, func() { log.Info("shutting down", slog.Duration("grace", grace)) })
+	stopping := d.Stopping
+	d.Stopping = func() {
+		log.Info("shutting down", slog.Duration("grace", d.Grace))
+		if stopping != nil {
+			stopping()
+		}
+	}
+	cut, err := httpserve.ServeDrain(ctx, srv, ln, d)
 	if cut {
 		log.Warn("grace period over; closed remaining connections")
 	}

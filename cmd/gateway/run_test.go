@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/httpserve"
 	"github.com/corralhq/corral/internal/tenant"
 )
 
@@ -162,7 +163,9 @@ func TestServeDrainsInFlightOnShutdown(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- serve(ctx, ln, h, 10*time.Second, slog.New(slog.DiscardHandler)) }()
+	go func() {
+		served <- serve(ctx, ln, h, httpserve.Drain{Grace: 10 * time.Second}, slog.New(slog.DiscardHandler))
+	}()
 
 	got := make(chan string, 1)
 	go func() {

@@ -20,7 +20,7 @@ func (c *Coalescer) call(ctx context.Context, req *Request, k keys, st *state, p
 	resp, err := c.o.Caller.Call(ctx, req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return Outcome{}, ctx.Err()
+			return Outcome{}, context.Cause(ctx)
 		}
 		return Outcome{}, err
 	}
@@ -35,7 +35,7 @@ func (c *Coalescer) call(ctx context.Context, req *Request, k keys, st *state, p
 	body, err := io.ReadAll(io.LimitReader(resp.Body, c.o.MaxBody+1))
 	if err != nil {
 		if ctx.Err() != nil {
-			return Outcome{}, ctx.Err()
+			return Outcome{}, context.Cause(ctx)
 		}
 		return Outcome{}, err
 	}
@@ -103,8 +103,8 @@ func (c *Coalescer) relay(ctx context.Context, req *Request, k keys, st *state, 
 		ev, err := er.Next()
 		if err != nil {
 			if ctx.Err() != nil {
-				st.rec.Close(ctx.Err())
-				return Outcome{}, ctx.Err()
+				st.rec.Close(context.Cause(ctx))
+				return Outcome{}, context.Cause(ctx)
 			}
 			if errors.Is(err, io.EOF) {
 				err = ErrStreamIncomplete // the body ended before the final event

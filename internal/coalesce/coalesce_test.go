@@ -39,7 +39,7 @@ type instance struct {
 
 // newInstance is one gateway instance's flight layer; with a cluster it
 // shares it with the other instances, as Redis would.
-func newInstance(t *testing.T, cl *cluster, store coalesce.Store, call func(context.Context, *coalesce.Request) (*coalesce.Response, error)) *instance {
+func newInstance(t *testing.T, cl *cluster, store coalesce.Store, call func(context.Context, *coalesce.Request) (*coalesce.Response, error), opts ...func(*coalesce.Options)) *instance {
 	t.Helper()
 	in := &instance{up: &caller{call: call}, obs: &observer{}}
 	o := coalesce.Options{
@@ -52,6 +52,9 @@ func newInstance(t *testing.T, cl *cluster, store coalesce.Store, call func(cont
 	}
 	if cl != nil {
 		o.Locker, o.Bus, o.Streams = cl, cl, cl
+	}
+	for _, f := range opts {
+		f(&o)
 	}
 	co, err := coalesce.New(o)
 	if err != nil {

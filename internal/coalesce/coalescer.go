@@ -55,6 +55,20 @@ type Options struct {
 	// (stale-if-error). Answers with status 429 or 5xx are transient too.
 	// Nil: no error is.
 	Transient func(error) bool
+	// Render is the answer a client gets for a flight's error: the status
+	// and body the HTTP layer would send for it. A leader whose call failed
+	// transiently (Transient, or a 429 or 5xx passed through) stores that
+	// answer for FailureTTL under the prompt's failure key before it
+	// releases its lock, and the waiters on other instances that were
+	// waiting for it answer with it instead of leading a new attempt that
+	// would fail the same way a moment later. Nil: a failed call's error
+	// is not shared (a passed-through 429 or 5xx still is).
+	Render func(req *Request, err error) *entry.Entry
+	// FailureTTL is how long a leader's transient failure stays for its
+	// waiters to read. It only needs to outlast their wake-up (a "done"
+	// notice, or one PollInterval): the next leader deletes it as it takes
+	// the lock. Default 5s.
+	FailureTTL time.Duration
 	// RefreshBackoff is the least time between two background refreshes
 	// of one stale entry (on any instance), so a failing upstream gets no
 	// storm of refreshes. Default 5s.
@@ -73,6 +87,8 @@ type Coalescer struct {
 	groups  sync.Map       // tenant id → *group: one tenant's keys never contend with another's
 	running sync.WaitGroup // flights running; they may outlive their requests
 	marks   *memMarker     // the refresh backoff without Redis
+	stop    context.Context
+	stopNow context.CancelCauseFunc // ends stop with ErrShutdown
 }
 
 type group = flight.Group[*state]
@@ -88,6 +104,7 @@ func New(o Options) (*Coalescer, error) {
 	o.LeaderWait = cmp.Or(o.LeaderWait, 10*time.Second)
 	o.MaxBody = cmp.Or(o.MaxBody, 64<<20)
 	o.RefreshBackoff = cmp.Or(o.RefreshBackoff, 5*time.Second)
+	o.FailureTTL = cmp.Or(o.FailureTTL, 5*time.Second)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -100,8 +117,17 @@ func New(o Options) (*Coalescer, error) {
 	if o.Health == nil {
 		o.Health = alwaysHealthy{}
 	}
-	return &Coalescer{o: o, marks: newMemMarker(o.Now)}, nil
+	stop, stopNow := context.WithCancelCause(context.Background())
+	return &Coalescer{o: o, marks: newMemMarker(o.Now), stop: stop, stopNow: stopNow}, nil
 }
+
+// Stop ends every flight, running or yet to start, with ErrShutdown: the
+// upstream calls are cancelled, streams being relayed end with that error
+// (so every client's stream gets its error event), live streams this
+// instance publishes are ended and deleted, and locks are released. It is
+// the last step of a shutdown whose grace period ran out; Wait then
+// returns as soon as the flights have cleaned up.
+func (c *Coalescer) Stop() { c.stopNow(ErrShutdown) }
 
 // readsWithLock is the one decision of whether a flight's lock call also
 // reads the prompt's entries (one Redis round trip instead of two): in
@@ -269,7 +295,7 @@ func (c *Coalescer) forget(ctx context.Context, name string) {
 
 // keys are the Redis names that hang off one prompt.
 type keys struct {
-	entry, negative, lock, stream string
+	entry, negative, lock, stream, failure string
 }
 
 func names(req *Request) keys {
@@ -278,7 +304,25 @@ func names(req *Request) keys {
 		negative: negcache.Key(req.Tenant, req.Hash),
 		lock:     keying.Name(req.Tenant, req.Hash, keying.Lock),
 		stream:   keying.Name(req.Tenant, req.Hash, keying.Stream),
+		failure:  keying.Name(req.Tenant, req.Hash, keying.Failure),
 	}
+}
+
+// failure is the answer a transient failure gives the waiters of its
+// leader: a passed-through 429 or 5xx as it came, an error as Render
+// renders it; nil when the call did not fail transiently or cannot be
+// rendered.
+func (c *Coalescer) failure(req *Request, out Outcome, err error) *entry.Entry {
+	if !c.failedTransiently(out, err) {
+		return nil
+	}
+	if err == nil {
+		return out.Entry
+	}
+	if c.o.Render == nil {
+		return nil
+	}
+	return c.o.Render(req, err)
 }
 
 // Join joins the flight for the tenant's prompt hash, starting it with the

@@ -34,7 +34,8 @@ type Release func(ctx context.Context) error
 // Locker is the cross-instance leader lock: one holder per name at a time.
 type Locker interface {
 	// TryAcquire takes name if nobody holds it; ok=false means another
-	// holds it. Taking it deletes clear (the previous leader's stream).
+	// holds it. Taking it deletes clear (the previous leader's stream and
+	// failure).
 	TryAcquire(ctx context.Context, name string, clear ...string) (release Release, ok bool, err error)
 	// TryAcquireOrRead reads keys and takes name only when none of them
 	// holds a usable entry, in one round trip; found are the entries read
@@ -63,6 +64,8 @@ type Streams interface {
 	Read(ctx context.Context, key, after string, block time.Duration) (StreamBatch, error)
 	// Followable reports a stream worth following: live, or ended cleanly.
 	Followable(ctx context.Context, key string) (bool, error)
+	// Drop removes key's stream.
+	Drop(ctx context.Context, key string) error
 }
 
 // StreamBatch is what one Streams.Read returns.

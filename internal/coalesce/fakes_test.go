@@ -103,8 +103,9 @@ func (c *cluster) acquireLocked(name string, clear []string) (coalesce.Release, 
 	c.tokens++
 	token := strconv.Itoa(c.tokens)
 	c.locks[name] = token
-	for _, k := range clear {
+	for _, k := range clear { // DEL, whatever the key holds
 		delete(c.streams, k)
+		delete(c.entries, k)
 	}
 	return func(context.Context) error {
 		c.mu.Lock()
@@ -228,6 +229,13 @@ func (c *cluster) Read(ctx context.Context, key, after string, block time.Durati
 			return coalesce.StreamBatch{Next: after}, ctx.Err()
 		}
 	}
+}
+
+func (c *cluster) Drop(_ context.Context, key string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.streams, key)
+	return nil
 }
 
 func (c *cluster) Followable(_ context.Context, key string) (bool, error) {

@@ -2,6 +2,7 @@ package coalesce
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -25,8 +26,20 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 	if req.Span != nil {
 		ctx = trace.ContextWithSpan(ctx, req.Span) // the flight's steps are the leader's flight span's children
 	}
+	// Stop ends every flight at once, with ErrShutdown as its cause.
+	ctx, end := context.WithCancelCause(ctx)
+	defer end(nil)
+	unstop := context.AfterFunc(c.stop, func() { end(ErrShutdown) })
+	defer unstop()
 	k := names(req)
 	l, err := c.lead(ctx, req, k, st)
+	if l.failed {
+		// The leader waited for failed transiently: its waiters' answer,
+		// or the entry within a stale window, as the leader's clients get.
+		if e := c.staleIfError(ctx, req, k); e != nil {
+			return Outcome{Entry: e, Source: Stale}, nil
+		}
+	}
 	if l.done {
 		return l.out, err
 	}
@@ -37,6 +50,11 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 			// left behind would stall every waiter for a whole TTL.
 			rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
+			if publish && errors.Is(context.Cause(ctx), ErrShutdown) {
+				// Its end marker says it broke; an instance that stops
+				// leaves nothing of its own behind for a TTL.
+				c.o.Health.Record(c.o.Streams.Drop(rctx, k.stream))
+			}
 			c.o.Health.Record(l.release(rctx))
 			if c.o.Bus != nil {
 				c.o.Health.Record(c.o.Bus.Publish(rctx, k.entry))
@@ -69,7 +87,7 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
-			return Outcome{}, ctx.Err()
+			return Outcome{}, context.Cause(ctx)
 		}
 		return Outcome{}, &ConcurrencyError{Max: req.MaxLeaders}
 	}
@@ -79,6 +97,14 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 	out, err := c.call(ctx, req, k, st, publish)
 	out.Source, out.Upstream = Miss, time.Since(start)
 	c.o.Observer.Called(req, out, err, out.Upstream)
+	if l.release != nil {
+		// Before the lock is released (deferred above): a waiter that
+		// finds the lock gone finds the failure with it, and answers with
+		// it instead of calling an upstream that just failed.
+		if e := c.failure(req, out, err); e != nil {
+			c.store(context.WithoutCancel(ctx), k.failure, e, c.o.FailureTTL)
+		}
+	}
 	// stale-if-error: a failure the upstream will get over is answered
 	// with the old entry, to this flight's every waiter. A stream that
 	// has begun is the clients' already.
@@ -103,6 +129,9 @@ type leadership struct {
 	waited bool
 	// checked: the lock was taken in the round trip that found no entry.
 	checked bool
+	// failed: with done, the leader waited for failed transiently and out
+	// is its failure (Options.Render).
+	failed bool
 }
 
 // lead makes this flight the leader across instances, or waits for the
@@ -124,11 +153,12 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 	deadline := time.NewTimer(c.o.WaitTimeout)
 	defer deadline.Stop()
 	combined := c.readsWithLock(req)
-	var clear []string
+	// Taking the lock deletes a previous leader's failure, so a failure
+	// found once the lock is free is its last holder's, and its live
+	// stream, so a stream present under a held lock is its holder's.
+	clear := []string{k.failure}
 	if c.o.Streams != nil {
-		// Taking the lock deletes a previous leader's live stream, so a
-		// stream present under a held lock is its holder's.
-		clear = []string{k.stream}
+		clear = append(clear, k.stream)
 	}
 	for {
 		if !c.o.Health.Allow() {
@@ -139,13 +169,22 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			ok      bool
 			looked  bool // the entries were read in the same round trip
 		)
-		if combined {
+		switch {
+		case combined:
+			read := []string{k.entry, k.negative}
+			if l.waited {
+				read = append(read, k.failure)
+			}
 			var found []*entry.Entry
-			release, ok, found, err = c.o.Locker.TryAcquireOrRead(ctx, k.lock, []string{k.entry, k.negative}, clear...)
+			release, ok, found, err = c.o.Locker.TryAcquireOrRead(ctx, k.lock, read, clear...)
 			if err == nil {
 				if e, neg := c.pickFound(found); e != nil {
 					result = "answered"
 					return leadership{done: true, waited: l.waited, out: Outcome{Entry: e, Source: storedSource(neg, l.waited)}}, nil
+				}
+				if len(found) > 2 && found[2] != nil {
+					result = "leader_failed"
+					return failedLeader(found[2]), nil
 				}
 				looked = true
 				if !ok && slices.ContainsFunc(found, func(e *entry.Entry) bool { return e != nil }) {
@@ -155,7 +194,16 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 					release, ok, err = c.o.Locker.TryAcquire(ctx, k.lock, clear...)
 				}
 			}
-		} else {
+		case l.waited:
+			// A waiter that checks its entries itself (MinStoredAt) still
+			// reads the failure with the lock.
+			var found []*entry.Entry
+			release, ok, found, err = c.o.Locker.TryAcquireOrRead(ctx, k.lock, []string{k.failure}, clear...)
+			if err == nil && len(found) > 0 && found[0] != nil {
+				result = "leader_failed"
+				return failedLeader(found[0]), nil
+			}
+		default:
 			release, ok, err = c.o.Locker.TryAcquire(ctx, k.lock, clear...)
 		}
 		c.o.Health.Record(err)
@@ -225,7 +273,7 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 				l.done, err = true, ErrWaitTimeout
 			}
 		case <-ctx.Done():
-			stop, l.done, err, result = true, true, ctx.Err(), "canceled"
+			stop, l.done, err, result = true, true, context.Cause(ctx), "canceled"
 		}
 		unwatch()
 		poll.Stop()
@@ -259,6 +307,14 @@ func (c *Coalescer) startWait(ctx context.Context, req *Request, k keys) trace.S
 	return span
 }
 
+// failedLeader is how a waiter's lead ends when the leader it waited for
+// failed transiently: with that failure, coalesced, and no call of its own.
+// Only waiters read the failure: a request that arrives after it is a new
+// attempt (a transient failure is not remembered as an answer).
+func failedLeader(e *entry.Entry) leadership {
+	return leadership{done: true, waited: true, failed: true, out: Outcome{Entry: e, Source: Coalesced}}
+}
+
 // pickFound chooses from the entries read with the lock (response, then
 // negative): the fresh response wins. The combined read is made only
 // without a MinStoredAt (readsWithLock).
@@ -290,14 +346,18 @@ func (c *Coalescer) mirror(ctx context.Context, req *Request, k keys, st *state)
 	st.mirrored = true
 	close(st.streaming)
 	holder, _ := c.o.Locker.Holder(ctx, k.lock)
+	// A blocking read may not return before its block time when ctx ends
+	// (a socket read is not interrupted): the followers' streams end at
+	// once all the same, with ctx's cause (Stop's ErrShutdown).
+	defer context.AfterFunc(ctx, func() { st.rec.Close(context.Cause(ctx)) })()
 	block := max(c.o.LockTTL/4, 20*time.Millisecond)
 	after := "0"
 	var events [][]byte
 	for {
 		b, err := c.o.Streams.Read(ctx, k.stream, after, block)
 		if ctx.Err() != nil {
-			st.rec.Close(ctx.Err())
-			return Outcome{}, ctx.Err()
+			st.rec.Close(context.Cause(ctx))
+			return Outcome{}, context.Cause(ctx)
 		}
 		c.o.Health.Record(err)
 		for _, ev := range b.Events {

@@ -135,6 +135,9 @@ var (
 	// ErrLeaderGone: the instance streaming the answer stopped renewing its
 	// lock before finishing.
 	ErrLeaderGone = errors.New("the instance streaming this answer stopped before finishing")
+	// ErrShutdown: the flight was ended by Stop, because this instance is
+	// shutting down.
+	ErrShutdown = errors.New("coalesce: the gateway instance is shutting down")
 	// ErrStreamIncomplete: a stream ended before its final event.
 	ErrStreamIncomplete = errors.New("upstream stream ended before it was complete")
 

@@ -12,6 +12,7 @@ const (
 	Lock     Kind = 'l' // the leader lock
 	Stream   Kind = 's' // the live stream record followers read
 	Refresh  Kind = 'f' // the marker of a stale entry's recent background refresh
+	Failure  Kind = 't' // the leader's transient failure, for the requests that waited for it
 )
 
 // namePrefix starts every Redis key; the version in it keeps entries of

@@ -87,6 +87,9 @@
 //	    rate_limit_exceeded plus Retry-After: 1 and retry-after-ms: 1000
 //	mock-slow   a normal answer after Options.SlowLatency
 //	mock-hang   never answers; returns when the client goes away
+//	mock-stall  answers 200 with its headers (text/event-stream for a
+//	            stream, else application/json), flushed, then sends no
+//	            byte more; returns when the client goes away
 //	mock-cut    a stream ends abruptly after half of its content chunks,
 //	            with no finish_reason and no [DONE]; a non-streamed body is
 //	            cut in the middle (Content-Length promises more)
@@ -111,7 +114,7 @@
 //	}
 //
 // Overrides win over the model name's behaviour and over Options, except
-// that mock-hang always hangs. An invalid override is a 400.
+// that mock-hang always hangs and mock-stall always stalls. An invalid override is a 400.
 //
 // # Counting and waiting
 //

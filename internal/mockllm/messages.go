@@ -138,6 +138,10 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, countOnly
 		pl.status = 529
 	}
 	ctx := r.Context()
+	if pl.stall {
+		stall(w, r, req.Stream)
+		return true
+	}
 	if pl.hold(ctx) {
 		return true
 	}

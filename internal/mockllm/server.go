@@ -49,7 +49,7 @@ type Options struct {
 // DefaultModels is the model list served when Options.Models is empty.
 var DefaultModels = []string{
 	"gpt-4o-mini", "gpt-4o", "gpt-3.5-turbo-instruct", "text-embedding-3-small",
-	"mock-slow", "mock-hang", "mock-cut",
+	"mock-slow", "mock-hang", "mock-stall", "mock-cut",
 	"mock-400", "mock-401", "mock-403", "mock-404", "mock-408", "mock-409",
 	"mock-422", "mock-429", "mock-500", "mock-502", "mock-503",
 }
@@ -212,6 +212,7 @@ type plan struct {
 	status     int // 0 = success
 	cutAfter   int // content chunks before a cut; -1 = no cut
 	hang       bool
+	stall      bool // send the answer's headers, then nothing
 }
 
 var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -258,6 +259,10 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, p path) (gone 
 	}
 
 	ctx := r.Context()
+	if pl.stall {
+		stall(w, r, req.Stream)
+		return true
+	}
 	if pl.hold(ctx) {
 		return true
 	}
@@ -279,6 +284,21 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, p path) (gone 
 	}
 }
 
+// stall answers 200 with the headers of an answer (an event stream's when
+// the client asked for one), flushes them, and sends nothing more until the
+// client goes away: an upstream that hangs after its headers.
+func stall(w http.ResponseWriter, r *http.Request, stream bool) {
+	if stream {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.WriteHeader(http.StatusOK)
+	_ = http.NewResponseController(w).Flush()
+	<-r.Context().Done()
+}
+
 // plan combines Options, the model's behaviour and the overrides. Its
 // errors are *requestError.
 func (s *Server) plan(req *request) (plan, error) {
@@ -293,6 +313,8 @@ func (s *Server) plan(req *request) (plan, error) {
 		pl.latency = s.opts.SlowLatency
 	case "mock-hang":
 		pl.hang = true
+	case "mock-stall":
+		pl.stall = true
 	case "mock-cut":
 		// Set below, once the chunk count is known.
 	default:

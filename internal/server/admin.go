@@ -191,4 +191,7 @@ func (s *Server) Reload() (int, error) {
 	return reg.Len(), nil
 }
 
+// TenantCount is the number of tenants of the running registry.
+func (s *Server) TenantCount() int { return s.tenants.Load().Len() }
+
 var errNoReload = errors.New("no tenants file to reload (CORRAL_TENANTS_FILE is empty)")

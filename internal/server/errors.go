@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/corralhq/corral/internal/cache/entry"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/coalesce/flight"
 	"github.com/corralhq/corral/internal/failover"
@@ -69,6 +70,8 @@ var (
 		Message: "The upstream stream ended before it was complete."}
 	errUpstreamTooLarge = &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
 		Message: "The upstream answer was larger than the gateway accepts."}
+	errShuttingDown = &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "gateway_shutting_down",
+		Message: "This gateway instance is shutting down; retry the request."}
 	// errClientClosed is logged, never seen: the client is gone.
 	errClientClosed = &apiError{Status: 499, Type: typeInvalidRequest, Code: "client_closed_request",
 		Message: "The client closed the request."}
@@ -113,6 +116,8 @@ func statusError(err error) *apiError {
 		return errUpstreamTooLarge
 	case errors.Is(err, coalesce.ErrWaitTimeout):
 		return errWaitTimeout
+	case errors.Is(err, coalesce.ErrShutdown):
+		return errShuttingDown
 	case errors.As(err, &ce):
 		return errConcurrency(ce.Max)
 	case errors.As(err, &se):
@@ -136,6 +141,18 @@ func statusError(err error) *apiError {
 		return errClientClosed
 	}
 	return errUpstream
+}
+
+// renderFailure is the answer a flight's error gives its client, in the
+// request's wire format: what the waiters on other instances of a leader
+// that failed transiently are answered with (coalesce.Options.Render).
+func renderFailure(req *coalesce.Request, err error) *entry.Entry {
+	e := statusError(err)
+	return &entry.Entry{
+		Status: e.Status,
+		Header: map[string][]string{"Content-Type": {"application/json"}},
+		Body:   req.Format.ErrorBody(e.wire()),
+	}
 }
 
 // writeError sends e. Nothing is written for a client that has gone away.

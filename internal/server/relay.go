@@ -83,9 +83,10 @@ func (fw flushWriter) Write(p []byte) (int, error) {
 // relayEvents relays SSE events as they arrive. A stream that breaks or
 // ends without its final event gets the format's error event before it is
 // closed, so SDKs report an error rather than a silently short answer.
-func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Reader, o relayOptions) {
+func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.ReadCloser, o relayOptions) {
 	ew := s.startEvents(w, o.format)
 	defer ew.close()
+	defer s.closeOnStop(body)()
 	st := s.startStream(r.Context())
 	defer st.end()
 	er := sse.NewEventReader(body)
@@ -94,6 +95,11 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 		ev, err := er.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) && done {
+				return
+			}
+			if s.stopping() {
+				recordFrom(r.Context()).err = coalesce.ErrShutdown.Error()
+				ew.fail(coalesce.ErrShutdown)
 				return
 			}
 			if r.Context().Err() != nil {

@@ -30,6 +30,10 @@ func (s *Server) serveEntry(w http.ResponseWriter, c *call, e *entry.Entry, sour
 			h.Del("Content-Length")
 			w.WriteHeader(http.StatusOK)
 			for _, ev := range events {
+				if s.stopping() {
+					s.replayStopped(w, c)
+					return
+				}
 				if _, err := w.Write(ev); err != nil {
 					return
 				}

@@ -157,6 +157,8 @@ type Server struct {
 	tracer     trace.Tracer
 	tracing    bool // Options.Tracing was set
 	now        func() time.Time
+	stopped    context.Context // ends at Stop: open streams end with their error event
+	stopNow    context.CancelFunc
 }
 
 // transient reports a call error after which a stale entry may be
@@ -200,6 +202,7 @@ func New(o Options) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.stopped, s.stopNow = context.WithCancel(context.Background())
 	if s.usage == nil {
 		s.usage = usage.NewMemory()
 	}
@@ -216,6 +219,7 @@ func New(o Options) (*Server, error) {
 		Locker:            o.Locker,
 		Marker:            o.Marker,
 		Transient:         transient,
+		Render:            renderFailure,
 		Bus:               o.Bus,
 		Streams:           o.Streams,
 		LockTTL:           o.LockTTL,

@@ -71,7 +71,8 @@ const (
 	// left without an answer.
 	TookOver = attribute.Key("corral.flight.took_over")
 	// LockResult is how a lock wait ended: answered (the leader's entry),
-	// mirrored (its live stream), took_over, timeout, canceled.
+	// mirrored (its live stream), leader_failed (its transient failure),
+	// took_over, timeout, canceled, degraded (Redis failed).
 	LockResult = attribute.Key("corral.lock.result")
 	// RateLimitKind is requests or tokens.
 	RateLimitKind = attribute.Key("corral.ratelimit.kind")

@@ -70,7 +70,11 @@ func classify(ctx context.Context, err error) error {
 		return err
 	}
 	switch {
-	case errors.Is(context.Cause(ctx), errTimeout):
+	case errors.Is(context.Cause(ctx), errTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// A deadline is Corral's own bound on the call (this client's, or
+		// a caller's such as the failover router's whole-call timeout,
+		// which may fire first): a timeout, never the client's cancel,
+		// which the server answers with nothing.
 		return &Error{Kind: Timeout, Err: errTimeout}
 	case ctx.Err() != nil:
 		return &Error{Kind: Canceled, Err: ctx.Err()}

@@ -167,3 +167,6 @@ func (a *Streams) Followable(ctx context.Context, key string) (bool, error) {
 	st, err := a.s.Peek(ctx, key)
 	return err == nil && (st == livestream.Live || st == livestream.Done), err
 }
+
+// Drop removes the stream key.
+func (a *Streams) Drop(ctx context.Context, key string) error { return a.s.Clear(ctx, key) }
