@@ -107,6 +107,18 @@ func (m *Metrics) EnableRedis() {
 	}
 }
 
+// CountLogDrops adds corral_log_lines_dropped_total, read from dropped
+// (logsink.Sink.Dropped): log lines dropped because the log's reader fell
+// behind and the sink's bound was reached, rather than stall requests.
+func (m *Metrics) CountLogDrops(dropped func() uint64) {
+	if m == nil || dropped == nil {
+		return
+	}
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "corral_log_lines_dropped_total", Help: "Log lines dropped because the log's reader fell behind (the asynchronous log sink was full); requests never wait for the log.",
+	}, func() float64 { return float64(dropped()) }))
+}
+
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
