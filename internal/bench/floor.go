@@ -22,22 +22,29 @@ import (
 // harness (the corralbench command, the package's test binary) calls
 // MaybeRunFloor first thing.
 const (
-	roleEnv          = "CORRAL_BENCH_ROLE" // "floor"
+	roleEnv          = "CORRAL_BENCH_ROLE" // "floor" or "static"
 	floorAddrEnv     = "CORRAL_BENCH_FLOOR_ADDR"
 	floorUpstreamEnv = "CORRAL_BENCH_FLOOR_UPSTREAM"
 )
 
-// MaybeRunFloor serves the floor proxy and exits when this process was
-// started as one by the harness; otherwise it returns at once.
+// MaybeRunFloor serves the floor proxy (or the static handler, see
+// static.go) and exits when this process was started as one by the
+// harness; otherwise it returns at once.
 func MaybeRunFloor() {
-	if os.Getenv(roleEnv) != "floor" {
+	role := os.Getenv(roleEnv)
+	if role != "floor" && role != "static" {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := ServeFloor(ctx, os.Getenv(floorAddrEnv), os.Getenv(floorUpstreamEnv))
+	var err error
+	if role == "static" {
+		err = ServeStatic(ctx, os.Getenv(floorAddrEnv), os.Getenv(staticFileEnv))
+	} else {
+		err = ServeFloor(ctx, os.Getenv(floorAddrEnv), os.Getenv(floorUpstreamEnv))
+	}
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "floor:", err)
+		fmt.Fprintln(os.Stderr, role+":", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
