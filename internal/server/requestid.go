@@ -22,6 +22,7 @@ type edgeKey struct{}
 // request). Only the request's own goroutine writes it.
 type edge struct {
 	id  string
+	idv [1]string // id as the X-Request-Id header value
 	rec logRecord
 	sw  statusWriter
 }
@@ -45,7 +46,8 @@ func newRequestIDs() *requestIDs {
 }
 
 func (g *requestIDs) next() string {
-	return g.prefix + strconv.FormatUint(g.n.Add(1), 10)
+	var b [64]byte
+	return string(strconv.AppendUint(append(b[:0], g.prefix...), g.n.Add(1), 10))
 }
 
 // requestID sets X-Request-Id on the request (so it reaches the upstream),
@@ -58,8 +60,8 @@ func requestID(ids *requestIDs) func(http.Handler) http.Handler {
 				id = ids.next()
 				r.Header.Set(requestIDHeader, id)
 			}
-			w.Header()[requestIDHeader] = []string{id}
-			e := &edge{id: id}
+			e := &edge{id: id, idv: [1]string{id}}
+			w.Header()[requestIDHeader] = e.idv[:]
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), edgeKey{}, e)))
 		})
 	}
