@@ -43,6 +43,7 @@ type Metrics struct {
 	// label set instead of hashing the labels on every request.
 	requestChildren children[requestLabels, requestChild]
 	savedChildren   children[[2]string, prometheus.Counter] // tenant, via
+	waitChildren    children[string, prometheus.Observer]   // tenant: a burst's waiters all observe one
 }
 
 // requestLabels are corral_requests_total's labels.
@@ -211,7 +212,12 @@ func (m *Metrics) Coalesced(tenant string, waited time.Duration) {
 	if m == nil {
 		return
 	}
-	m.coalescedWait.WithLabelValues(tenant).Observe(waited.Seconds())
+	o, ok := m.waitChildren.get(tenant)
+	if !ok {
+		o = m.coalescedWait.WithLabelValues(tenant)
+		m.waitChildren.put(tenant, o)
+	}
+	o.Observe(waited.Seconds())
 }
 
 // Refresh records a background refresh started for a stale entry.
