@@ -12,13 +12,18 @@
 // exported as corral_log_lines_dropped_total), the way a UDP syslog or a
 // full journald rate limit drops instead of blocking.
 //
+// The writer does not chase every line: after the first line of a batch
+// it waits Delay (10 ms) for more, so at thousands of requests a second a
+// write(2) carries dozens of lines and the writer wakes a hundred times a
+// second, not once per request. A line reaches the writer at most Delay
+// late; Flush and Close write at once.
+//
 // Each Write must be one whole line (slog's handlers write one record per
 // call), so a drop never cuts a line in two. Close writes what is pending
 // and stops the goroutine; the gateway calls it last on shutdown.
 //
-// Rejected alternatives: a channel of lines costs an allocation and a
-// channel operation per line and a goroutine wake-up per line when the
-// writer keeps up; a bufio.Writer behind a mutex does the write(2) on the
+// Rejected alternatives: a channel of lines costs an allocation, a
+// channel operation and a goroutine wake-up per line; a bufio.Writer behind a mutex does the write(2) on the
 // request that fills the buffer, which is the stall this package exists
 // to avoid.
 package logsink
@@ -29,7 +34,11 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 )
+
+// DefaultDelay is how long the writer gathers lines before a write.
+const DefaultDelay = 10 * time.Millisecond
 
 // DefaultLimit is the default bound on pending bytes: about 4,000 access
 // lines, a few hundred milliseconds of the busiest gateway's log.
@@ -43,15 +52,21 @@ type Options struct {
 	// Limit is the most bytes held for the writer; a line that does not
 	// fit is dropped and counted. Default DefaultLimit.
 	Limit int
+	// Delay is how long the writer gathers lines after the first of a
+	// batch before it writes them; half the limit pending writes at once.
+	// Default DefaultDelay.
+	Delay time.Duration
 }
 
 // Sink is an asynchronous, bounded writer in front of another writer.
 // Its methods are safe for concurrent use.
 type Sink struct {
-	w     io.Writer
-	limit int
-	wake  chan struct{} // capacity 1: "there is something to write"
-	done  chan struct{} // closed when the writing goroutine has exited
+	w      io.Writer
+	limit  int
+	delay  time.Duration
+	wake   chan struct{} // capacity 1: "a batch has started"
+	urgent chan struct{} // capacity 1: "write now" (Flush, Close, half full)
+	done   chan struct{} // closed when the writing goroutine has exited
 
 	dropped atomic.Uint64
 
@@ -65,10 +80,12 @@ type Sink struct {
 // New starts a Sink writing to w. Close stops it.
 func New(w io.Writer, o Options) *Sink {
 	s := &Sink{
-		w:     w,
-		limit: cmp.Or(o.Limit, DefaultLimit),
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		w:      w,
+		limit:  cmp.Or(o.Limit, DefaultLimit),
+		delay:  cmp.Or(o.Delay, DefaultDelay),
+		wake:   make(chan struct{}, 1),
+		urgent: make(chan struct{}, 1),
+		done:   make(chan struct{}),
 	}
 	s.pending = make([]byte, 0, min(s.limit, 64<<10))
 	go s.run()
@@ -91,13 +108,14 @@ func (s *Sink) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	first := len(s.pending) == 0
+	half := len(s.pending) < s.limit/2 && len(s.pending)+len(p) >= s.limit/2
 	s.pending = append(s.pending, p...)
 	s.mu.Unlock()
 	if first {
-		select {
-		case s.wake <- struct{}{}:
-		default: // already woken
-		}
+		signal(s.wake)
+	}
+	if half {
+		signal(s.urgent)
 	}
 	return len(p), nil
 }
@@ -119,10 +137,7 @@ func (s *Sink) Flush() {
 	// closed after every line queued before this point was written.
 	s.flushes = append(s.flushes, ch)
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	signal(s.urgent)
 	select {
 	case <-ch:
 	case <-s.done:
@@ -136,46 +151,68 @@ func (s *Sink) Close() error {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		signal(s.urgent)
 	}
 	s.mu.Unlock()
 	<-s.done
 	return nil
 }
 
-// run is the one goroutine that writes: it takes the pending buffer,
-// swaps in the spare one, and writes the batch outside the lock.
+// signal sends on a channel of capacity 1 unless a signal is pending.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// run is the one goroutine that writes: when a batch starts it waits for
+// the delay (or an urgent signal), then writes what gathered.
 func (s *Sink) run() {
 	defer close(s.done)
-	for range s.wake {
-		for {
-			s.mu.Lock()
-			batch, flushes, closed := s.pending, s.flushes, s.closed
-			s.pending, s.spare, s.flushes = s.spare[:0], nil, nil
-			s.mu.Unlock()
-			if len(batch) > 0 {
-				// A failed write loses this batch; there is nowhere to
-				// report it but the log itself.
-				_, _ = s.w.Write(batch)
+	t := time.NewTimer(s.delay)
+	t.Stop()
+	for {
+		select {
+		case <-s.wake:
+			t.Reset(s.delay)
+			select {
+			case <-t.C:
+			case <-s.urgent:
+				t.Stop()
 			}
-			for _, ch := range flushes {
-				close(ch)
-			}
-			s.mu.Lock()
-			if cap(batch) <= max(s.limit, 64<<10) {
-				s.spare = batch[:0]
-			}
-			more := len(s.pending) > 0 || len(s.flushes) > 0
-			s.mu.Unlock()
-			if closed && !more {
-				return
-			}
-			if !more {
-				break
-			}
+		case <-s.urgent:
+		}
+		if s.drain() {
+			return
+		}
+	}
+}
+
+// drain writes everything pending, in batches taken under the lock and
+// written outside it, and reports whether the sink is closed.
+func (s *Sink) drain() (closed bool) {
+	for {
+		s.mu.Lock()
+		batch, flushes, closed := s.pending, s.flushes, s.closed
+		s.pending, s.spare, s.flushes = s.spare[:0], nil, nil
+		s.mu.Unlock()
+		if len(batch) > 0 {
+			// A failed write loses this batch; there is nowhere to
+			// report it but the log itself.
+			_, _ = s.w.Write(batch)
+		}
+		for _, ch := range flushes {
+			close(ch)
+		}
+		s.mu.Lock()
+		if cap(batch) <= max(s.limit, 64<<10) {
+			s.spare = batch[:0]
+		}
+		more := len(s.pending) > 0 || len(s.flushes) > 0
+		s.mu.Unlock()
+		if !more {
+			return closed
 		}
 	}
 }

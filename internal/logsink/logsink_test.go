@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -163,3 +164,38 @@ func BenchmarkWrite(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// countingWriter counts the writes it gets.
+type countingWriter struct {
+	lockedBuffer
+	mu     sync.Mutex // protects writes
+	writes int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return c.lockedBuffer.Write(p)
+}
+
+// Lines gathered within the delay go out in one write: the point of the
+// sink is one write(2) for many requests, not one each.
+func TestLinesWithinTheDelayShareOneWrite(t *testing.T) {
+	var out countingWriter
+	s := New(&out, Options{Delay: time.Hour})
+	defer s.Close()
+	for i := range 100 {
+		_, _ = fmt.Fprintf(s, "line %d\n", i)
+	}
+	s.Flush()
+	out.mu.Lock()
+	writes := out.writes
+	out.mu.Unlock()
+	if writes != 1 {
+		t.Fatalf("100 lines went out in %d writes, want 1", writes)
+	}
+	if n := strings.Count(out.String(), "\n"); n != 100 {
+		t.Fatalf("wrote %d lines, want 100", n)
+	}
+}
