@@ -55,7 +55,7 @@ func (g *requestIDs) next() string {
 func requestID(ids *requestIDs) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			id := r.Header.Get(requestIDHeader)
+			id := header(r.Header, requestIDHeader)
 			if !validRequestID(id) {
 				id = ids.next()
 				r.Header.Set(requestIDHeader, id)

@@ -43,10 +43,10 @@ func (s *Server) serveEntry(w http.ResponseWriter, c *call, e *entry.Entry, sour
 		// An entry that cannot be replayed as a stream (embeddings) is
 		// answered as JSON, as the upstream would.
 	}
-	if h.Get("Content-Type") == "" {
+	if header(h, "Content-Type") == "" {
 		h["Content-Type"] = jsonType
 	}
-	if e.Status == http.StatusTooManyRequests && h.Get("Retry-After") == "" {
+	if e.Status == http.StatusTooManyRequests && header(h, "Retry-After") == "" {
 		ratelimit.SetRetryAfter(h, time.Second) // every 429 says when to retry
 	}
 	h["Content-Length"] = []string{strconv.Itoa(len(e.Body))}
