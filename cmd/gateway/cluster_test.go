@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/tenant"
@@ -29,36 +25,53 @@ func redisGateways(t *testing.T, env []string, mock *mockllm.Server, n int) []st
 	t.Helper()
 	up := httptest.NewServer(mock)
 	t.Cleanup(up.Close)
-	file := filepath.Join(t.TempDir(), "tenants.yaml")
-	tenants := "tenants:\n" +
-		"  - id: acme\n    keys: [{sha256: \"" + tenant.HashKey("sk-wired") + "\"}]\n" +
-		"  - id: rpm\n    requests_per_minute: 20\n    keys: [{sha256: \"" + tenant.HashKey("sk-rpm") + "\"}]\n"
-	if err := os.WriteFile(file, []byte(tenants), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(append(env,
+	file := writeTenantsFile(t,
+		tenantYAML("acme", tenant.HashKey("sk-wired")),
+		tenantYAML("rpm", tenant.HashKey("sk-rpm"), "requests_per_minute: 20"))
+	env = append(env,
 		"CORRAL_UPSTREAM_URL="+up.URL+"/v1",
 		"CORRAL_TENANTS_FILE="+file,
 		"CORRAL_ADMIN_TOKEN=adm",
 		"CORRAL_DATA_DIR="+t.TempDir(),
-	))
-	if err != nil {
-		t.Fatal(err)
-	}
+	)
 	var bases []string
 	for range n {
-		gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewServer(gw)
-		t.Cleanup(func() {
-			srv.Close()
-			gw.Close()
-		})
-		bases = append(bases, srv.URL)
+		bases = append(bases, serveGateway(t, mustGateway(t, env...)).URL)
 	}
 	return bases
+}
+
+// steadyLoad keeps workers goroutines sending chat requests as sk-wired,
+// worker w to bases[w%len(bases)] with prompt(w, i) for its i-th request,
+// until stop is called. stop waits for the workers and returns every
+// request that was not answered 200.
+func steadyLoad(bases []string, workers int, prompt func(w, i int) string) (stop func() []string) {
+	done := make(chan struct{})
+	failed := make([][]string, workers) // failed[w] is worker w's alone
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if code, _, err := postChat(bases[w%len(bases)], "sk-wired", prompt(w, i)); code != 200 || err != nil {
+					failed[w] = append(failed[w], fmt.Sprintf("worker %d request %d: %d %v", w, i, code, err))
+				}
+			}
+		})
+	}
+	return func() []string {
+		close(done)
+		wg.Wait()
+		var all []string
+		for _, f := range failed {
+			all = append(all, f...)
+		}
+		return all
+	}
 }
 
 // post sends one chat request; it is safe from any goroutine.
@@ -253,28 +266,9 @@ func TestRedisSentinel(t *testing.T) {
 	}
 	shared("before the failover")
 
-	stop := make(chan struct{})
-	failed := make(chan string, 1000)
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if code, _, err := postChat(bases[w%2], "sk-wired", fmt.Sprintf("load %d %d", w, i%20)); code != 200 || err != nil {
-					failed <- fmt.Sprintf("worker %d request %d: %d %v", w, i, code, err)
-				}
-			}
-		})
-	}
+	stop := steadyLoad(bases, 4, func(w, i int) string { return fmt.Sprintf("load %d %d", w, i%20) })
 	s.Failover()
-	close(stop)
-	wg.Wait()
-	close(failed)
-	for f := range failed {
+	for _, f := range stop() {
 		t.Error(f)
 	}
 	// The new master takes writes: entries are shared again within seconds.
@@ -300,30 +294,11 @@ func TestRedisClusterMasterKilled(t *testing.T) {
 	c := redistest.StartCluster(t, 3, 1)
 	mock := mockllm.New(mockllm.Options{})
 	bases := redisGateways(t, []string{"CORRAL_REDIS_URL=" + c.URL(), "CORRAL_REDIS_CLUSTER=true"}, mock, 3)
-	stop := make(chan struct{})
-	failed := make(chan string, 10000)
-	var wg sync.WaitGroup
-	for w := range 6 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				// 30 prompts spread over the slots, so some live on the killed master.
-				if code, _, err := postChat(bases[w%3], "sk-wired", fmt.Sprintf("load %d", (w*7+i)%30)); code != 200 || err != nil {
-					failed <- fmt.Sprintf("worker %d request %d: %d %v", w, i, code, err)
-				}
-			}
-		})
-	}
+	// 30 prompts spread over the slots, so some live on the killed master.
+	stop := steadyLoad(bases, 6, func(w, i int) string { return fmt.Sprintf("load %d", (w*7+i)%30) })
 	dead := c.KillMaster()
 	c.WaitHealed(dead)
-	close(stop)
-	wg.Wait()
-	close(failed)
-	for f := range failed {
+	for _, f := range stop() {
 		t.Error(f)
 	}
 	// Every prompt is stored and shared again: a MISS on one instance is a

@@ -3,27 +3,19 @@ package main
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/tenant"
 )
 
 func writeTenants(t *testing.T, keyHash string) string {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "tenants.yaml")
-	if err := os.WriteFile(file, []byte("tenants:\n  - id: team\n    keys: [{sha256: \""+keyHash+"\"}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return file
+	return writeTenantsFile(t, tenantYAML("team", keyHash))
 }
 
 // TestDemoKeyWithUpstreamKeyRefused: a tenants file that accepts the
@@ -125,24 +117,13 @@ func TestStartupUpstreamCheck(t *testing.T) {
 // to a real upstream key is refused like a start, and the running tenants
 // keep serving.
 func TestReloadRefusesDemoKey(t *testing.T) {
-	mock := httptest.NewServer(mockllm.New(mockllm.Options{}))
-	t.Cleanup(mock.Close)
+	mock := serveMock(t, mockllm.Options{})
 	file := writeTenants(t, tenant.HashKey("sk-own"))
-	cfg, err := config.Load([]string{
-		"CORRAL_UPSTREAM_URL=" + mock.URL + "/v1", "CORRAL_UPSTREAM_API_KEY=sk-real-secret",
-		"CORRAL_TENANTS_FILE=" + file, "CORRAL_DATA_DIR=" + t.TempDir(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(gw.Close)
-	if err := os.WriteFile(file, []byte("tenants:\n  - id: team\n    keys: [{sha256: \""+tenant.HashKey(DemoKey)+"\"}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	gw := mustGateway(t,
+		"CORRAL_UPSTREAM_URL="+mock.URL+"/v1", "CORRAL_UPSTREAM_API_KEY=sk-real-secret",
+		"CORRAL_TENANTS_FILE="+file, "CORRAL_DATA_DIR="+t.TempDir(),
+	)
+	writeFile(t, file, "tenants:\n"+tenantYAML("team", tenant.HashKey(DemoKey)))
 	if _, err := gw.srv.Reload(); err == nil || !strings.Contains(err.Error(), "CORRAL_ALLOW_DEMO_KEY") {
 		t.Fatalf("reload with the demo key = %v; want the refusal", err)
 	}

@@ -4,16 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/tenant"
@@ -24,20 +20,14 @@ import (
 // and Redis state, and a Redis outage degrades without failing requests.
 func TestDistributedWiring(t *testing.T) {
 	rs := redistest.Start(t)
-	mock := httptest.NewServer(mockllm.New(mockllm.Options{}))
-	t.Cleanup(mock.Close)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "tenants.yaml")
-	if err := os.WriteFile(file, []byte("tenants:\n  - id: acme\n    keys: [{sha256: \""+tenant.HashKey("sk-wired")+"\"}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	mock := serveMock(t, mockllm.Options{})
+	file := writeTenantsFile(t, tenantYAML("acme", tenant.HashKey("sk-wired")))
 	gw := mustGateway(t,
 		"CORRAL_REDIS_URL="+rs.URL(),
 		"CORRAL_UPSTREAM_URL="+mock.URL+"/v1",
 		"CORRAL_TENANTS_FILE="+file,
 		"CORRAL_ADMIN_TOKEN=adm")
-	srv := httptest.NewServer(gw)
-	t.Cleanup(srv.Close)
+	srv := serveGateway(t, gw)
 
 	chat := func(text string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions",
@@ -132,20 +122,4 @@ func TestEmbeddedReadyz(t *testing.T) {
 	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, `"mode":"embedded"`) || !strings.Contains(body, `"redis":"disabled"`) {
 		t.Errorf("/readyz = %d %s", rec.Code, body)
 	}
-}
-
-// mustGateway wires a gateway from the environment env, closed with the
-// test.
-func mustGateway(tb testing.TB, env ...string) *gateway {
-	tb.Helper()
-	cfg, err := config.Load(env)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(gw.Close)
-	return gw
 }

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/objects/objectstest"
 	"github.com/corralhq/corral/internal/tenant"
@@ -23,29 +20,18 @@ func TestEmbeddedOwnershipSurvivesRestart(t *testing.T) {
 	fake := objectstest.New()
 	up := httptest.NewServer(fake)
 	t.Cleanup(up.Close)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "tenants.yaml")
-	yaml := "tenants:\n" +
-		"  - id: a\n    keys: [{sha256: \"" + tenant.HashKey("sk-a") + "\"}]\n" +
-		"  - id: b\n    keys: [{sha256: \"" + tenant.HashKey("sk-b") + "\"}]\n"
-	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(dir, "data")
-	cfg, err := config.Load([]string{
+	file := writeTenantsFile(t, tenantYAML("a", tenant.HashKey("sk-a")), tenantYAML("b", tenant.HashKey("sk-b")))
+	data := filepath.Join(t.TempDir(), "data")
+	env := []string{
 		"CORRAL_UPSTREAM_URL=" + up.URL + "/v1",
 		"CORRAL_TENANTS_FILE=" + file,
 		"CORRAL_DATA_DIR=" + data,
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
+	// Closing the first gateway by hand is the restart; both are closed
+	// again, harmlessly, at cleanup.
 	start := func() (*gateway, *httptest.Server) {
-		gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return gw, httptest.NewServer(gw)
+		gw := mustGateway(t, env...)
+		return gw, serveGateway(t, gw)
 	}
 	gw, srv := start()
 	owned := objectstest.CreateAsOwner(t, []string{srv.URL}, "sk-a")
@@ -56,9 +42,7 @@ func TestEmbeddedOwnershipSurvivesRestart(t *testing.T) {
 		t.Fatalf("no ownership file in the data dir: %v", err)
 	}
 
-	gw, srv = start()
-	defer gw.Close()
-	defer srv.Close()
+	_, srv = start()
 	for _, id := range []string{owned.File, owned.Output, owned.Resp, owned.Streamed} {
 		path := "/v1/files/" + id
 		if strings.HasPrefix(id, "resp_") {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,12 +94,8 @@ func streamLines(t *testing.T, base, body string) <-chan string {
 // stream with an error event once the dead leader's lock lapses, not hang.
 func TestKilledLeaderInstance(t *testing.T) {
 	rs := redistest.Start(t)
-	mock := httptest.NewServer(mockllm.New(mockllm.Options{StreamChunks: 20, ChunkDelay: 100 * time.Millisecond}))
-	t.Cleanup(mock.Close)
-	file := filepath.Join(t.TempDir(), "tenants.yaml")
-	if err := os.WriteFile(file, []byte("tenants:\n  - id: proc\n    keys: [{sha256: \""+tenant.HashKey("sk-proc")+"\"}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	mock := serveMock(t, mockllm.Options{StreamChunks: 20, ChunkDelay: 100 * time.Millisecond})
+	file := writeTenantsFile(t, tenantYAML("proc", tenant.HashKey("sk-proc")))
 	bin := buildGateway(t)
 	env := []string{
 		"CORRAL_REDIS_URL=" + rs.URL(),

@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/logtest"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/tenant"
@@ -28,30 +26,13 @@ import (
 // mock model, served over real HTTP; env adds CORRAL_* settings.
 func wiredGateway(t *testing.T, rs *redistest.Server, log *slog.Logger, env ...string) *httptest.Server {
 	t.Helper()
-	mock := httptest.NewServer(mockllm.New(mockllm.Options{}))
-	t.Cleanup(mock.Close)
-	file := filepath.Join(t.TempDir(), "tenants.yaml")
-	if err := os.WriteFile(file, []byte("tenants:\n  - id: acme\n    keys: [{sha256: \""+tenant.HashKey("sk-wired")+"\"}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(append([]string{
+	mock := serveMock(t, mockllm.Options{})
+	file := writeTenantsFile(t, tenantYAML("acme", tenant.HashKey("sk-wired")))
+	return serveGateway(t, wireGateway(t, gatewayOptions{Logger: log}, append([]string{
 		"CORRAL_REDIS_URL=" + rs.URL(),
 		"CORRAL_UPSTREAM_URL=" + mock.URL + "/v1",
 		"CORRAL_TENANTS_FILE=" + file,
-	}, env...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := newGateway(context.Background(), cfg, gatewayOptions{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gw)
-	t.Cleanup(func() {
-		srv.Close()
-		gw.Close()
-	})
-	return srv
+	}, env...)...))
 }
 
 // readyRedis returns the "redis" detail of /readyz.
@@ -174,7 +155,7 @@ func TestRedisClientDeadlines(t *testing.T) {
 // log, not stderr in another format (issue 13, fault 8).
 func TestRedisClientLogsAsJSON(t *testing.T) {
 	rs := redistest.Start(t)
-	var buf syncBuffer
+	var buf logtest.Buffer
 	wiredGateway(t, rs, slog.New(slog.NewJSONHandler(&buf, nil)))
 	// go-redis logs a truncated sub-millisecond expiry.
 	if err := rs.Client().Set(context.Background(), "corral-test", "v", time.Microsecond).Err(); err != nil {

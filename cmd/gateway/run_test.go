@@ -77,6 +77,21 @@ func TestKeygen(t *testing.T) {
 	}
 }
 
+// postDemo posts body to url with the one credential header given and
+// returns the status and the whole body.
+func postDemo(t *testing.T, url, body, header, value string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set(header, value)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b)
+}
+
 func TestRunDemoServesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr := newLineWriter(), newLineWriter()
@@ -89,37 +104,21 @@ func TestRunDemoServesAndStops(t *testing.T) {
 	if !strings.Contains(stdout.String(), "curl -si "+base+"/chat/completions") || !strings.Contains(stdout.String(), DemoKey) {
 		t.Errorf("demo banner lacks the curl line or key:\n%s", stdout)
 	}
-	req, _ := http.NewRequest(http.MethodPost, base+"/chat/completions",
-		strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello, Corral"}]}`))
-	req.Header.Set("Authorization", "Bearer "+DemoKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), "mock reply to: Hello, Corral") {
-		t.Errorf("demo chat = %d %s", resp.StatusCode, body)
+	if code, body := postDemo(t, base+"/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello, Corral"}]}`,
+		"Authorization", "Bearer "+DemoKey); code != 200 || !strings.Contains(body, "mock reply to: Hello, Corral") {
+		t.Errorf("demo chat = %d %s", code, body)
 	}
 	// The demo's mock answers the Responses API and Anthropic's Messages too.
 	for _, tt := range []struct{ path, body, header string }{
 		{"/responses", `{"model":"gpt-4o-mini","input":"Hello, Corral"}`, "Authorization"},
 		{"/messages", `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"Hello, Corral"}]}`, "X-Api-Key"},
 	} {
-		req, _ := http.NewRequest(http.MethodPost, base+tt.path, strings.NewReader(tt.body))
 		v := DemoKey
 		if tt.header == "Authorization" {
 			v = "Bearer " + DemoKey
 		}
-		req.Header.Set(tt.header, v)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(string(body), "mock reply to: Hello, Corral") {
-			t.Errorf("demo %s = %d %s", tt.path, resp.StatusCode, body)
+		if code, body := postDemo(t, base+tt.path, tt.body, tt.header, v); code != 200 || !strings.Contains(body, "mock reply to: Hello, Corral") {
+			t.Errorf("demo %s = %d %s", tt.path, code, body)
 		}
 	}
 	cancel()

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,13 +11,9 @@ import (
 // TestTenantSpecsStaleWindows: the CORRAL_STALE_* defaults apply to a
 // tenant that does not say, and a tenant's own windows (0 included) win.
 func TestTenantSpecsStaleWindows(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "tenants.yaml")
-	yaml := "tenants:\n" +
-		"  - id: plain\n    keys: [{sha256: \"" + tenant.HashKey("k1") + "\"}]\n" +
-		"  - id: own\n    keys: [{sha256: \"" + tenant.HashKey("k2") + "\"}]\n    stale_while_revalidate: 1m\n    stale_if_error: 0s\n"
-	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := writeTenantsFile(t,
+		tenantYAML("plain", tenant.HashKey("k1")),
+		tenantYAML("own", tenant.HashKey("k2"), "stale_while_revalidate: 1m", "stale_if_error: 0s"))
 	cfg, err := config.Load([]string{
 		"CORRAL_TENANTS_FILE=" + file,
 		"CORRAL_STALE_WHILE_REVALIDATE=10s",

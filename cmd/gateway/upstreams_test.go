@@ -1,35 +1,18 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/logtest"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/tenant"
 )
-
-// syncBuffer is a log sink safe for the gateway's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex // protects b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestUpstreamsFileAndReload wires the gateway from an upstreams file, then
 // reloads it: a good file moves traffic to the new upstream, a bad one is
@@ -49,26 +32,15 @@ func TestUpstreamsFileAndReload(t *testing.T) {
 	}
 	a, b := up("a"), up("b")
 	dir := t.TempDir()
-	tenants := filepath.Join(dir, "tenants.yaml")
-	if err := os.WriteFile(tenants, []byte("tenants:\n  - id: acme\n    keys: [{sha256: \""+tenant.HashKey("sk-t")+"\"}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tenants := writeTenantsFile(t, tenantYAML("acme", tenant.HashKey("sk-t")))
 	file := filepath.Join(dir, "upstreams.yaml")
-	write := func(body string) {
-		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(body string) { writeFile(t, file, body) }
 	write("upstreams:\n  - name: a\n    url: " + a.URL + "/v1\n    api_key_env: KEY_A\n")
 	environ := []string{"CORRAL_TENANTS_FILE=" + tenants, "CORRAL_UPSTREAMS_FILE=" + file, "CORRAL_ADMIN_TOKEN=adm",
 		"CORRAL_UPSTREAM_URL=http://127.0.0.1:1/v1", "CORRAL_DATA_DIR=" + filepath.Join(dir, "data")}
-	cfg, err := config.Load(environ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var logs syncBuffer
+	var logs logtest.Buffer
 	keys := map[string]string{"KEY_A": "sk-upstream-a", "KEY_B": "sk-upstream-b"}
-	gw, err := newGateway(context.Background(), cfg, gatewayOptions{
+	gw := wireGateway(t, gatewayOptions{
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
 		Getenv: func(k string) (string, bool) {
 			if v, ok := keys[k]; ok {
@@ -76,13 +48,8 @@ func TestUpstreamsFileAndReload(t *testing.T) {
 			}
 			return lookupIn(environ)(k)
 		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gw.Close()
-	srv := httptest.NewServer(gw)
-	defer srv.Close()
+	}, environ...)
+	srv := serveGateway(t, gw)
 	chat := func(text string) (int, string, string) {
 		req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"`+text+`"}]}`))
 		req.Header.Set("Authorization", "Bearer sk-t")

@@ -155,18 +155,20 @@ func (d *decoder) byte() byte {
 
 func (d *decoder) varint() int64 {
 	v, n := binary.Varint(d.buf[d.off:])
-	if n <= 0 {
-		d.fail("bad varint")
-		return 0
-	}
-	d.off += n
-	return v
+	return advance(d, v, n, "bad varint")
 }
 
 func (d *decoder) uvarint() uint64 {
 	v, n := binary.Uvarint(d.buf[d.off:])
+	return advance(d, v, n, "bad uvarint")
+}
+
+// advance moves d past the n bytes a binary.Varint or binary.Uvarint read
+// took and returns v, or fails with reason when the read found no number
+// (n <= 0: too short or overflowing).
+func advance[T int64 | uint64](d *decoder, v T, n int, reason string) T {
 	if n <= 0 {
-		d.fail("bad uvarint")
+		d.fail(reason)
 		return 0
 	}
 	d.off += n

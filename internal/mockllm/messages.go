@@ -138,11 +138,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, countOnly
 		pl.status = 529
 	}
 	ctx := r.Context()
-	if pl.hang {
-		<-ctx.Done()
-		return true
-	}
-	if !sleep(ctx, pl.latency) {
+	if pl.hold(ctx) {
 		return true
 	}
 	if pl.status != 0 {
@@ -194,19 +190,10 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, msg *mess
 		return true
 	}
 	pieces := split(text, pl.chunks)
-	for k, p := range pieces {
-		if k == pl.cutAfter {
-			s.cut(w)
-		}
-		if !ew.pause(ctx, pl.chunkDelay) {
-			return true
-		}
-		if !send("content_block_delta", map[string]any{"index": 0, "delta": map[string]string{"type": "text_delta", "text": p}}) {
-			return true
-		}
-	}
-	if pl.cutAfter >= len(pieces) {
-		s.cut(w)
+	if s.pace(ctx, w, ew, pl, len(pieces), func(k int) bool {
+		return send("content_block_delta", map[string]any{"index": 0, "delta": map[string]string{"type": "text_delta", "text": pieces[k]}})
+	}) {
+		return true
 	}
 	if !send("content_block_stop", map[string]any{"index": 0}) ||
 		!send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": *msg.StopReason, "stop_sequence": nil},

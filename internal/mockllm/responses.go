@@ -156,19 +156,10 @@ func (s *Server) streamResponses(w http.ResponseWriter, r *http.Request, resp *r
 		return true
 	}
 	pieces := split(reply, pl.chunks)
-	for k, p := range pieces {
-		if k == pl.cutAfter {
-			s.cut(w)
-		}
-		if !ew.pause(ctx, pl.chunkDelay) {
-			return true
-		}
-		if !send("response.output_text.delta", loc(map[string]any{"delta": p, "logprobs": []any{}})) {
-			return true
-		}
-	}
-	if pl.cutAfter >= len(pieces) {
-		s.cut(w)
+	if s.pace(ctx, w, ew, pl, len(pieces), func(k int) bool {
+		return send("response.output_text.delta", loc(map[string]any{"delta": pieces[k], "logprobs": []any{}}))
+	}) {
+		return true
 	}
 	if !send("response.output_text.done", loc(map[string]any{"text": reply, "logprobs": []any{}})) ||
 		!send("response.content_part.done", loc(map[string]any{"part": item.Content[0]})) ||

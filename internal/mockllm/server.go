@@ -258,11 +258,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, p path) (gone 
 	}
 
 	ctx := r.Context()
-	if pl.hang {
-		<-ctx.Done()
-		return true
-	}
-	if !sleep(ctx, pl.latency) {
+	if pl.hold(ctx) {
 		return true
 	}
 	if pl.status != 0 {
@@ -384,6 +380,17 @@ func atoi(s string) int {
 // sleep waits for d or until ctx ends, and reports whether ctx is still
 // alive. A timer, not time.Sleep, so a client that goes away frees the
 // handler at once.
+// hold keeps the answer back as pl says before anything is written: until
+// the client leaves for a hanging model, else for pl.latency. It reports
+// whether the client went away meanwhile.
+func (pl *plan) hold(ctx context.Context) (gone bool) {
+	if pl.hang {
+		<-ctx.Done()
+		return true
+	}
+	return !sleep(ctx, pl.latency)
+}
+
 func sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil

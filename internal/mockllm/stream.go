@@ -69,13 +69,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec *streamSpec
 		}
 	}
 
-	for k := range steps {
-		if k == pl.cutAfter {
-			s.cut(w)
-		}
-		if !ew.pause(ctx, pl.chunkDelay) {
-			return true
-		}
+	if s.pace(ctx, w, ew, pl, steps, func(k int) bool {
 		for i := range spec.replies {
 			if k >= len(pieces[i]) {
 				continue
@@ -96,12 +90,12 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec *streamSpec
 			}
 			ew.buf = append(ew.buf, suffix...)
 			if !ew.send(ctx) {
-				return true
+				return false
 			}
 		}
-	}
-	if pl.cutAfter >= steps {
-		s.cut(w)
+		return true
+	}) {
+		return true
 	}
 
 	for i := range spec.replies {
@@ -135,6 +129,26 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, spec *streamSpec
 
 // startStream counts a stream and sends its headers; the caller stops the
 // returned writer.
+// pace writes the steps of a stream's content through send: a pause of
+// pl.chunkDelay before each, and the connection cut where pl.cutAfter
+// says (before that step, or after the last one when cutAfter >= steps).
+// send reports whether its write went out. pace reports whether the client
+// went away. Every API's stream paces and cuts its content the same way.
+func (s *Server) pace(ctx context.Context, w http.ResponseWriter, ew *eventWriter, pl *plan, steps int, send func(k int) bool) (gone bool) {
+	for k := range steps {
+		if k == pl.cutAfter {
+			s.cut(w)
+		}
+		if !ew.pause(ctx, pl.chunkDelay) || !send(k) {
+			return true
+		}
+	}
+	if pl.cutAfter >= steps {
+		s.cut(w)
+	}
+	return false
+}
+
 func (s *Server) startStream(w http.ResponseWriter, r *http.Request) (context.Context, *eventWriter) {
 	s.stats.streams.Add(1)
 	s.stats.changed()

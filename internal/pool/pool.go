@@ -217,13 +217,21 @@ func (p *Pool) Candidates(api, model string) (out []*Member, matched bool) {
 func (m *Member) available(now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	_, ok := m.admitsLocked(now)
+	return ok
+}
+
+// admitsLocked reports whether m may take a call at now (not open, not
+// cooling, and a half-open circuit's one probe not yet out), and whether
+// that call would be the half-open probe.
+func (m *Member) admitsLocked(now time.Time) (probe, ok bool) {
 	switch m.stateLocked(now) {
 	case Open, Cooling:
-		return false
+		return false, false
 	case HalfOpen:
-		return !m.probing
+		return true, !m.probing
 	}
-	return true
+	return false, true
 }
 
 // Acquire is called just before a call to m: it reports whether m may
@@ -234,16 +242,11 @@ func (p *Pool) Acquire(m *Member) bool {
 	now := p.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	switch m.stateLocked(now) {
-	case Open, Cooling:
-		return false
-	case HalfOpen:
-		if m.probing {
-			return false
-		}
+	probe, ok := m.admitsLocked(now)
+	if probe && ok {
 		m.probing = true
 	}
-	return true
+	return ok
 }
 
 // Record notes the outcome of a call to m that Acquire admitted. A

@@ -1,33 +1,15 @@
 package ratelimit
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/logtest"
 )
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex // protects buf
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) count(s string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.buf.String(), s)
-}
 
 // TestFallbackRedisOutage stops a real redis-server under a Fallback: it
 // keeps answering from the local limiter without an error, reports
@@ -37,7 +19,7 @@ func TestFallbackRedisOutage(t *testing.T) {
 	srv, rdb := stoppableRedis(t)
 
 	clock := newFakeClock()
-	var logs syncBuffer
+	var logs logtest.Buffer
 	local := NewMemory(MemoryOptions{Now: clock.Now})
 	f := NewFallback(NewRedis(rdb, RedisOptions{}), local,
 		slog.New(slog.NewTextHandler(&logs, nil)), FallbackOptions{Backoff: time.Second, Now: clock.Now})
@@ -73,11 +55,11 @@ func TestFallbackRedisOutage(t *testing.T) {
 	}
 	clock.Advance(time.Second) // a probe fails: still local, still one Warn
 	mustAllow(23)
-	if got := logs.count("level=WARN"); got != 1 {
-		t.Fatalf("%d Warn lines, want 1:\n%s", got, logs.buf.String())
+	if got := logs.Count("level=WARN"); got != 1 {
+		t.Fatalf("%d Warn lines, want 1:\n%s", got, logs.String())
 	}
-	if got := logs.count("level=INFO"); got != 0 {
-		t.Fatalf("Info logged while down:\n%s", logs.buf.String())
+	if got := logs.Count("level=INFO"); got != 0 {
+		t.Fatalf("Info logged while down:\n%s", logs.String())
 	}
 
 	srv.Restart() // back, and empty
@@ -96,13 +78,13 @@ func TestFallbackRedisOutage(t *testing.T) {
 		}
 	}
 	if !f.Healthy() {
-		t.Fatalf("Fallback did not return to redis:\n%s", logs.buf.String())
+		t.Fatalf("Fallback did not return to redis:\n%s", logs.String())
 	}
 	if n, err := check.Exists(ctx, key).Result(); err != nil || n != 1 {
 		t.Fatalf("key in redis after recovery: %d, %v; want it written there", n, err)
 	}
-	if got := logs.count("level=INFO"); got != 1 {
-		t.Fatalf("%d Info lines, want 1:\n%s", got, logs.buf.String())
+	if got := logs.Count("level=INFO"); got != 1 {
+		t.Fatalf("%d Info lines, want 1:\n%s", got, logs.String())
 	}
 }
 

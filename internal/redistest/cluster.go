@@ -32,26 +32,13 @@ func StartCluster(tb testing.TB, masters, replicas int) *Cluster {
 	if masters < 3 {
 		tb.Fatalf("redistest: a Redis Cluster needs at least 3 masters, not %d", masters)
 	}
-	bin, err := exec.LookPath("redis-server")
-	cli, cerr := exec.LookPath("redis-cli")
-	if err != nil || cerr != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("redistest: redis-server and redis-cli must be on PATH in CI")
-		}
-		tb.Skip("redistest: redis-server or redis-cli not installed")
-	}
+	bins := lookPaths(tb, "", "redis-server", "redis-cli")
+	bin, cli := bins[0], bins[1]
 	dir := tb.TempDir()
 	c := &Cluster{tb: tb}
 	tb.Cleanup(c.stop)
 	for i := range masters * (1 + replicas) {
-		port, err := freePort()
-		if err != nil {
-			tb.Fatalf("redistest: free port: %v", err)
-		}
-		bus, err := freePort()
-		if err != nil {
-			tb.Fatalf("redistest: free port: %v", err)
-		}
+		port, bus := freePort(tb), freePort(tb)
 		ndir := filepath.Join(dir, strconv.Itoa(i)) // replication files must not collide
 		if err := os.Mkdir(ndir, 0o700); err != nil {
 			tb.Fatal(err)
@@ -66,15 +53,8 @@ func StartCluster(tb testing.TB, masters, replicas int) *Cluster {
 			"--cluster-replica-validity-factor", "0",
 			"--dir", ndir, "--save", "", "--appendonly", "no",
 			"--protected-mode", "no", "--loglevel", "warning")
-		if err := cmd.Start(); err != nil {
-			tb.Fatalf("redistest: start cluster node: %v", err)
-		}
 		c.cmds = append(c.cmds, cmd)
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		if err := waitReady("redis://"+addr, cmd); err != nil {
-			tb.Fatalf("redistest: cluster node: %v", err)
-		}
-		c.addrs = append(c.addrs, addr)
+		c.addrs = append(c.addrs, startReady(tb, cmd, port))
 	}
 	args := append([]string{"--cluster", "create"}, c.addrs...)
 	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
@@ -89,41 +69,23 @@ func StartCluster(tb testing.TB, masters, replicas int) *Cluster {
 // replicas attached; nodes give no other signal.
 func (c *Cluster) waitOK(replicas int) {
 	c.tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settleTimeout)
 	for _, addr := range c.addrs {
 		n := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		pollUntil(c.tb, deadline, func(ctx context.Context) (bool, string) {
 			info, err := n.ClusterInfo(ctx).Result()
 			nodes, nerr := n.ClusterNodes(ctx).Result()
-			cancel()
-			if err == nil && nerr == nil && strings.Contains(info, "cluster_state:ok") &&
-				strings.Count(nodes, "slave") == replicas && !strings.Contains(nodes, "handshake") && !strings.Contains(nodes, "fail") {
-				break
-			}
-			if time.Now().After(deadline) {
-				_ = n.Close()
-				c.tb.Fatalf("redistest: cluster node %s not ok: %v %s", addr, err, info)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			ok := err == nil && nerr == nil && strings.Contains(info, "cluster_state:ok") &&
+				strings.Count(nodes, "slave") == replicas && !strings.Contains(nodes, "handshake") && !strings.Contains(nodes, "fail")
+			return ok, fmt.Sprintf("cluster node %s not ok: %v %s", addr, err, info)
+		})
 		_ = n.Close()
 	}
 }
 
 // URL is the cluster in go-redis's cluster URL form, as
 // CORRAL_REDIS_URL takes it with CORRAL_REDIS_CLUSTER=true.
-func (c *Cluster) URL() string {
-	u := "redis://" + c.addrs[0]
-	for i, a := range c.addrs[1:] {
-		sep := "&"
-		if i == 0 {
-			sep = "?"
-		}
-		u += sep + "addr=" + a
-	}
-	return u
-}
+func (c *Cluster) URL() string { return multiAddrURL(c.addrs) }
 
 // Client returns a new cluster client, closed at test cleanup.
 func (c *Cluster) Client() *redis.ClusterClient {
@@ -160,26 +122,18 @@ func (c *Cluster) KillMaster() string {
 // promoted in its place.
 func (c *Cluster) WaitHealed(dead string) {
 	c.tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settleTimeout)
 	for i, addr := range c.addrs {
 		if c.cmds[i] == nil {
 			continue
 		}
 		n := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		pollUntil(c.tb, deadline, func(ctx context.Context) (bool, string) {
 			info, err := n.ClusterInfo(ctx).Result()
 			nodes, nerr := n.ClusterNodes(ctx).Result()
-			cancel()
-			if err == nil && nerr == nil && strings.Contains(info, "cluster_state:ok") && deadMarked(nodes, dead) {
-				break
-			}
-			if time.Now().After(deadline) {
-				_ = n.Close()
-				c.tb.Fatalf("redistest: cluster node %s not healed 30 s after a master died: %v\n%s", addr, err, nodes)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			ok := err == nil && nerr == nil && strings.Contains(info, "cluster_state:ok") && deadMarked(nodes, dead)
+			return ok, fmt.Sprintf("cluster node %s not healed 30 s after a master died: %v\n%s", addr, err, nodes)
+		})
 		_ = n.Close()
 	}
 }
@@ -195,12 +149,4 @@ func deadMarked(nodes, addr string) bool {
 	return false
 }
 
-func (c *Cluster) stop() {
-	for _, cmd := range c.cmds {
-		if cmd == nil {
-			continue // killed by KillMaster
-		}
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-}
+func (c *Cluster) stop() { killAll(c.cmds) }

@@ -45,20 +45,11 @@ func Start(tb testing.TB) *Server {
 	if u := os.Getenv("CORRAL_TEST_REDIS_URL"); u != "" {
 		return &Server{tb: tb, url: u}
 	}
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("redistest: redis-server not found on PATH; CI must install it")
-		}
-		tb.Skip("redistest: redis-server not installed; set CORRAL_TEST_REDIS_URL or install redis-server")
-	}
+	bin := lookPaths(tb, "; set CORRAL_TEST_REDIS_URL or install redis-server", "redis-server")[0]
 	s := &Server{tb: tb, bin: bin}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		s.port, err = freePort()
-		if err != nil {
-			tb.Fatalf("redistest: free port: %v", err)
-		}
+		s.port = freePort(tb)
 		s.url = fmt.Sprintf("redis://127.0.0.1:%d/0", s.port)
 		if lastErr = s.launch(); lastErr == nil {
 			tb.Cleanup(s.Stop)
@@ -171,6 +162,22 @@ func (s *Server) launch() error {
 	return nil
 }
 
+// startReady starts cmd, a redis-server (node or Sentinel) told to listen
+// on the loopback port, and returns its host:port once it answers PING;
+// a process that does not start or answer fails the test. The caller
+// keeps cmd to kill it.
+func startReady(tb testing.TB, cmd *exec.Cmd, port int) string {
+	tb.Helper()
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("redistest: start %s: %v", cmd.Path, err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if err := waitReady("redis://"+addr, cmd); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	return addr
+}
+
 // waitReady polls PING until the new server answers; the process gives no
 // other readiness signal. It gives up early when the process has exited
 // (for example because the port was taken).
@@ -197,11 +204,45 @@ func waitReady(url string, cmd *exec.Cmd) error {
 	return fmt.Errorf("redis-server on %s not ready: %w", opt.Addr, err)
 }
 
-func freePort() (int, error) {
+// freePort is a loopback port nothing listens on right now; failing to
+// find one fails the test.
+func freePort(tb testing.TB) int {
+	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		tb.Fatalf("redistest: free port: %v", err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// lookPaths finds each of names on PATH. A missing one fails the test in
+// CI (CI=true), where the servers must be installed, and skips it
+// elsewhere, saying hint.
+func lookPaths(tb testing.TB, hint string, names ...string) []string {
+	tb.Helper()
+	paths := make([]string, len(names))
+	for i, name := range names {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			if os.Getenv("CI") == "true" {
+				tb.Fatalf("redistest: %s not found on PATH; CI must install it", name)
+			}
+			tb.Skipf("redistest: %s not installed%s", name, hint)
+		}
+		paths[i] = p
+	}
+	return paths
+}
+
+// killAll kills and reaps every process of cmds still running (a nil
+// entry is one a test already killed; one without a Process never started).
+func killAll(cmds []*exec.Cmd) {
+	for _, cmd := range cmds {
+		if cmd == nil || cmd.Process == nil {
+			continue
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
 }

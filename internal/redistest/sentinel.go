@@ -32,21 +32,12 @@ type Sentinel struct {
 // its replicas and the other Sentinels, so a failover can run.
 func StartSentinel(tb testing.TB, replicas int) *Sentinel {
 	tb.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("redistest: redis-server must be on PATH in CI")
-		}
-		tb.Skip("redistest: redis-server not installed")
-	}
+	bin := lookPaths(tb, "", "redis-server")[0]
 	dir := tb.TempDir()
 	s := &Sentinel{tb: tb}
 	tb.Cleanup(s.stop)
 	start := func(args ...string) string {
-		port, err := freePort()
-		if err != nil {
-			tb.Fatalf("redistest: free port: %v", err)
-		}
+		port := freePort(tb)
 		if len(args) > 0 && args[0][0] != '-' {
 			// A config file must come first (sentinels need one to write).
 			args = append([]string{args[0], "--port", strconv.Itoa(port)}, args[1:]...)
@@ -54,15 +45,8 @@ func StartSentinel(tb testing.TB, replicas int) *Sentinel {
 			args = append([]string{"--port", strconv.Itoa(port)}, args...)
 		}
 		cmd := exec.Command(bin, args...)
-		if err := cmd.Start(); err != nil {
-			tb.Fatalf("redistest: start: %v", err)
-		}
 		s.cmds = append(s.cmds, cmd)
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		if err := waitReady("redis://"+addr, cmd); err != nil {
-			tb.Fatalf("redistest: %v", err)
-		}
-		return addr
+		return startReady(tb, cmd, port)
 	}
 	common := []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning", "--dir", dir}
 	s.master = start(common...)
@@ -97,40 +81,22 @@ func splitAddr(addr string) (host, port string, err error) {
 // other Sentinels; Sentinels give no other signal.
 func (s *Sentinel) waitWatching(replicas int) {
 	s.tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(settleTimeout)
 	for _, addr := range s.sentinels {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		pollUntil(s.tb, deadline, func(ctx context.Context) (bool, string) {
 			reps, err := sc.Replicas(ctx, SentinelMaster).Result()
 			sens, serr := sc.Sentinels(ctx, SentinelMaster).Result()
-			cancel()
-			if err == nil && serr == nil && len(reps) == replicas && len(sens) == len(s.sentinels)-1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				_ = sc.Close()
-				s.tb.Fatalf("redistest: sentinel %s sees %d replicas and %d sentinels (%v, %v)", addr, len(reps), len(sens), err, serr)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			ok := err == nil && serr == nil && len(reps) == replicas && len(sens) == len(s.sentinels)-1
+			return ok, fmt.Sprintf("sentinel %s sees %d replicas and %d sentinels (%v, %v)", addr, len(reps), len(sens), err, serr)
+		})
 		_ = sc.Close()
 	}
 }
 
 // URL lists the Sentinels in go-redis's cluster URL form, as
 // CORRAL_REDIS_URL takes them with CORRAL_REDIS_SENTINEL_MASTER.
-func (s *Sentinel) URL() string {
-	u := "redis://" + s.sentinels[0]
-	for i, a := range s.sentinels[1:] {
-		sep := "&"
-		if i == 0 {
-			sep = "?"
-		}
-		u += sep + "addr=" + a
-	}
-	return u
-}
+func (s *Sentinel) URL() string { return multiAddrURL(s.sentinels) }
 
 // Failover asks a Sentinel to promote a replica now and waits until the
 // Sentinels name a new master.
@@ -146,22 +112,10 @@ func (s *Sentinel) Failover() {
 	if err := sc.Failover(ctx, SentinelMaster).Err(); err != nil {
 		s.tb.Fatalf("redistest: SENTINEL FAILOVER: %v", err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	pollUntil(s.tb, time.Now().Add(settleTimeout), func(ctx context.Context) (bool, string) {
 		now, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
-		if err == nil && len(now) == 2 && now[1] != before[1] {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.tb.Fatalf("redistest: no new master 30 s after SENTINEL FAILOVER")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && len(now) == 2 && now[1] != before[1], "no new master 30 s after SENTINEL FAILOVER"
+	})
 }
 
-func (s *Sentinel) stop() {
-	for _, cmd := range s.cmds {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-}
+func (s *Sentinel) stop() { killAll(s.cmds) }

@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -16,34 +14,6 @@ import (
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/tenant"
 )
-
-// answer is one gateway response, read whole.
-type answer struct {
-	status int
-	header http.Header
-	body   string
-	err    error
-}
-
-// send is post without testing.T, safe from any goroutine.
-func send(ctx context.Context, base, key, body string, hdr ...string) answer {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
-	if err != nil {
-		return answer{err: err}
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return answer{err: err}
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return answer{status: resp.StatusCode, header: resp.Header, body: string(b), err: err}
-}
 
 func chatBody(text string) string {
 	return `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + text + `"}]}`

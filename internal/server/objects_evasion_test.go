@@ -22,24 +22,13 @@ import (
 // returns status and body.
 func sendRaw(t *testing.T, method, url, key, body string, header map[string][]string) (int, string) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, _ := http.NewRequest(method, url, rd)
-	req.Header.Set("Authorization", "Bearer "+key)
+	req := objectstest.NewRequest(t, method, url, key, body)
 	for k, vv := range header {
 		for _, v := range vv {
 			req.Header.Add(k, v)
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return objectstest.Do(t, req)
 }
 
 func (l *pathLog) count() int { l.mu.Lock(); defer l.mu.Unlock(); return len(l.paths) }

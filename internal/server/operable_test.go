@@ -1,11 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/logtest"
 	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/objects/objectstest"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/usage"
 )
@@ -36,17 +35,7 @@ func withAdmin(o *harnessOptions) {
 // adminDo calls an admin endpoint with the given bearer token.
 func adminDo(t *testing.T, base, method, path, token string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, base+path, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return objectstest.Do(t, objectstest.NewRequest(t, method, base+path, token, ""))
 }
 
 func TestMetricsAfterAMix(t *testing.T) {
@@ -289,7 +278,7 @@ func TestUsageAddsUpAcrossInstances(t *testing.T) {
 }
 
 func TestLogsNeverCarrySecretsOrPrompts(t *testing.T) {
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	h := newHarness(t, withAdmin, func(o *harnessOptions) { o.logs = &logs })
 	ctx := context.Background()
 	prompt := "my very private prompt text"
@@ -316,22 +305,4 @@ func TestLogsNeverCarrySecretsOrPrompts(t *testing.T) {
 			t.Errorf("access log lacks %s", want)
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for the server's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex // protects b
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -100,19 +100,10 @@ func TestResponsesMissThenHit(t *testing.T) {
 func TestResponsesCoalesceAcrossInstances(t *testing.T) {
 	h, _ := distributed(t, 3, func(o *harnessOptions) { o.mock.Latency = 150 * time.Millisecond })
 	body := `{"model":"gpt-4o-mini","input":"thirty at once"}`
-	var wg sync.WaitGroup
 	answers := make([]answer, 30)
-	start := make(chan struct{})
-	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			answers[i] = sendTo(context.Background(), h.bases()[i%3]+"/v1/responses", acmeKey, body)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	atOnce(len(answers), func(i int) {
+		answers[i] = sendTo(context.Background(), h.bases()[i%3]+"/v1/responses", acmeKey, body)
+	})
 	statuses := map[string]int{}
 	for i, a := range answers {
 		if a.err != nil || a.status != 200 || a.body != answers[0].body {
@@ -261,38 +252,6 @@ func TestResponsesTokensPerMinute(t *testing.T) {
 	if hit := sendTo(context.Background(), h.gw.URL+"/v1/responses", "sk-tpm", first); hit.status != 200 || hit.header.Get("X-Corral-Cache") != "HIT" {
 		t.Errorf("a hit with tokens spent: %d %s", hit.status, hit.header.Get("X-Corral-Cache"))
 	}
-}
-
-// sendTo posts body to url with key as a bearer token, safe from any
-// goroutine.
-func sendTo(ctx context.Context, url, key, body string) answer {
-	return sendWith(ctx, url, body, "Authorization", "Bearer "+key)
-}
-
-// sendWith posts a JSON body to url with the header pairs hdr and reads
-// the whole answer, line by line (streams included).
-func sendWith(ctx context.Context, url, body string, hdr ...string) answer {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		return answer{err: err}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return answer{err: err}
-	}
-	defer resp.Body.Close()
-	var b strings.Builder
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
-	for sc.Scan() {
-		b.WriteString(sc.Text())
-		b.WriteByte('\n')
-	}
-	return answer{status: resp.StatusCode, header: resp.Header, body: strings.TrimSuffix(b.String(), "\n")}
 }
 
 // TestResponsesDeletePurgesItsEntry: a stored response served from the

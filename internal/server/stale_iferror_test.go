@@ -24,44 +24,39 @@ func ifErrorHarness(t *testing.T, n int, dist bool) (*harness, *testClock, *upst
 // stale_if_error the failure itself comes back; a 404 passes through.
 func testIfError(t *testing.T, h *harness, clock *testClock, ctl *upstreamControl) {
 	ctx := context.Background()
-	for _, mode := range []string{"500", "429", "drop"} {
-		t.Run(mode, func(t *testing.T) {
-			ctl.set("")
-			body := chatBody("if error " + mode)
-			first := send(ctx, h.gws[0].URL, ifErrorKey, body)
-			if first.status != 200 || first.header.Get("X-Corral-Cache") != cacheMiss {
-				t.Fatalf("first: %d %s", first.status, first.header.Get("X-Corral-Cache"))
+	eachTransientFailure(t, ctl, func(t *testing.T, mode string) {
+		body := chatBody("if error " + mode)
+		first := send(ctx, h.gws[0].URL, ifErrorKey, body)
+		if first.status != 200 || first.header.Get("X-Corral-Cache") != cacheMiss {
+			t.Fatalf("first: %d %s", first.status, first.header.Get("X-Corral-Cache"))
+		}
+		clock.Advance(time.Hour + 2*time.Minute)
+		ctl.set(mode)
+		before := ctl.calls.Load()
+		for i, a := range burst(h.bases(), 9, ifErrorKey, body) {
+			if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheStale || a.body != first.body {
+				t.Fatalf("answer %d: %d %s %q; want STALE with the old content", i, a.status, a.header.Get("X-Corral-Cache"), a.body)
 			}
-			clock.Advance(time.Hour + 2*time.Minute)
-			ctl.set(mode)
-			before := ctl.calls.Load()
-			for i, a := range burst(h.bases(), 9, ifErrorKey, body) {
-				if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheStale || a.body != first.body {
-					t.Fatalf("answer %d: %d %s %q; want STALE with the old content", i, a.status, a.header.Get("X-Corral-Cache"), a.body)
-				}
-				if cs := a.header.Get("Cache-Status"); cs != "corral; hit; fwd=stale; ttl=-120" {
-					t.Errorf("answer %d Cache-Status = %q; want corral; hit; fwd=stale; ttl=-120", i, cs)
-				}
+			if cs := a.header.Get("Cache-Status"); cs != "corral; hit; fwd=stale; ttl=-120" {
+				t.Errorf("answer %d Cache-Status = %q; want corral; hit; fwd=stale; ttl=-120", i, cs)
 			}
-			if n := ctl.calls.Load() - before; n < 1 {
-				t.Errorf("upstream calls = %d; want the requests to have gone upstream", n)
-			}
-			waitFlights(t, h)
-			// Past stale_if_error: the failure.
-			clock.Advance(time.Hour)
-			a := send(ctx, h.gws[len(h.gws)-1].URL, ifErrorKey, body)
-			if a.status == 200 || a.header.Get("X-Corral-Cache") == cacheStale {
-				t.Errorf("past stale_if_error: %d %s; want the failure", a.status, a.header.Get("X-Corral-Cache"))
-			}
-			waitFlights(t, h)
-		})
-	}
+		}
+		if n := ctl.calls.Load() - before; n < 1 {
+			t.Errorf("upstream calls = %d; want the requests to have gone upstream", n)
+		}
+		waitFlights(t, h)
+		// Past stale_if_error: the failure.
+		clock.Advance(time.Hour)
+		a := send(ctx, h.gws[len(h.gws)-1].URL, ifErrorKey, body)
+		if a.status == 200 || a.header.Get("X-Corral-Cache") == cacheStale {
+			t.Errorf("past stale_if_error: %d %s; want the failure", a.status, a.header.Get("X-Corral-Cache"))
+		}
+		waitFlights(t, h)
+	})
 	t.Run("404", func(t *testing.T) {
 		ctl.set("")
 		body := chatBody("if error 404")
-		if a := send(ctx, h.gws[0].URL, ifErrorKey, body); a.status != 200 {
-			t.Fatalf("first: %d", a.status)
-		}
+		prime(t, h.gws[0].URL, ifErrorKey, body)
 		clock.Advance(time.Hour + 2*time.Minute)
 		ctl.set("404")
 		a := send(ctx, h.gws[len(h.gws)-1].URL, ifErrorKey, body)
@@ -72,15 +67,7 @@ func testIfError(t *testing.T, h *harness, clock *testClock, ctl *upstreamContro
 	})
 }
 
-func TestStaleIfErrorDistributed(t *testing.T) {
-	h, clock, ctl := ifErrorHarness(t, 3, true)
-	testIfError(t, h, clock, ctl)
-}
-
-func TestStaleIfErrorEmbedded(t *testing.T) {
-	h, clock, ctl := ifErrorHarness(t, 1, false)
-	testIfError(t, h, clock, ctl)
-}
+func TestStaleIfError(t *testing.T) { inBothModes(t, ifErrorTenant, testIfError) }
 
 // TestStaleIfErrorNoCache: a no-cache request never gets the stale entry
 // instead of a failure.
@@ -88,9 +75,7 @@ func TestStaleIfErrorNoCache(t *testing.T) {
 	h, clock, ctl := ifErrorHarness(t, 1, false)
 	ctx := context.Background()
 	body := chatBody("no-cache fails")
-	if a := send(ctx, h.gw.URL, ifErrorKey, body); a.status != 200 {
-		t.Fatalf("first: %d", a.status)
-	}
+	prime(t, h.gw.URL, ifErrorKey, body)
 	clock.Advance(time.Hour + 2*time.Minute)
 	ctl.set("500")
 	if a := send(ctx, h.gw.URL, ifErrorKey, body, "Cache-Control", "no-cache"); a.status != http.StatusInternalServerError {
@@ -144,9 +129,7 @@ func TestStaleStreamsEveryAPI(t *testing.T) {
 	}
 	t.Run("if-error", func(t *testing.T) {
 		ctl.set("")
-		if a := send(ctx, h.gw.URL, ifErrorKey, chatBody("stream if error")); a.status != 200 {
-			t.Fatalf("first: %d", a.status)
-		}
+		prime(t, h.gw.URL, ifErrorKey, chatBody("stream if error"))
 		clock.Advance(time.Hour + 2*time.Minute)
 		ctl.set("500")
 		a := send(ctx, h.gw.URL, ifErrorKey, `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"stream if error"}]}`)

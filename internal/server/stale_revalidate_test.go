@@ -81,15 +81,7 @@ func testWhileRevalidate(t *testing.T, h *harness, clock *testClock, ctl *upstre
 	}
 }
 
-func TestStaleWhileRevalidateDistributed(t *testing.T) {
-	h, clock, ctl := staleHarness(t, 3, true)
-	testWhileRevalidate(t, h, clock, ctl)
-}
-
-func TestStaleWhileRevalidateEmbedded(t *testing.T) {
-	h, clock, ctl := staleHarness(t, 1, false)
-	testWhileRevalidate(t, h, clock, ctl)
-}
+func TestStaleWhileRevalidate(t *testing.T) { inBothModes(t, staleTenant, testWhileRevalidate) }
 
 // TestStaleRefreshFailsTransiently: a refresh that gets a 500, a 429 or a
 // dropped connection leaves the old entry serving STALE within the window,
@@ -98,41 +90,38 @@ func TestStaleWhileRevalidateEmbedded(t *testing.T) {
 func TestStaleRefreshFailsTransiently(t *testing.T) {
 	h, clock, ctl := staleHarness(t, 3, true)
 	ctx := context.Background()
-	for _, mode := range []string{"500", "429", "drop"} {
-		t.Run(mode, func(t *testing.T) {
-			ctl.set("")
-			body := chatBody("refresh fails with " + mode)
-			first := send(ctx, h.gws[0].URL, staleKey, body)
-			if first.status != 200 {
-				t.Fatalf("first: %d", first.status)
-			}
-			clock.Advance(time.Hour + time.Minute)
-			ctl.set(mode)
-			before := ctl.calls.Load()
-			for i, base := range h.bases() {
-				a := send(ctx, base, staleKey, body)
-				if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheStale || a.body != first.body {
-					t.Fatalf("request %d: %d %s; want STALE with the old content", i, a.status, a.header.Get("X-Corral-Cache"))
-				}
-				waitFlights(t, h)
-			}
-			if n := ctl.calls.Load() - before; n < 1 || n > 2 {
-				// One refresh; the upstream client may retry a dropped
-				// connection once.
-				t.Errorf("upstream calls during the window = %d; want one refresh", n)
-			}
-			if a := send(ctx, h.gws[1].URL, staleKey, body); a.header.Get("X-Corral-Cache") != cacheStale {
-				t.Errorf("after the failed refresh: %s; want STALE", a.header.Get("X-Corral-Cache"))
-			}
-			// Past both windows (10m and 5m): the failure itself.
-			clock.Advance(10 * time.Minute)
-			a := send(ctx, h.gws[2].URL, staleKey, body)
-			if a.status == 200 || a.header.Get("X-Corral-Cache") == cacheStale {
-				t.Errorf("past the windows: %d %s; want the upstream failure", a.status, a.header.Get("X-Corral-Cache"))
+	eachTransientFailure(t, ctl, func(t *testing.T, mode string) {
+		body := chatBody("refresh fails with " + mode)
+		first := send(ctx, h.gws[0].URL, staleKey, body)
+		if first.status != 200 {
+			t.Fatalf("first: %d", first.status)
+		}
+		clock.Advance(time.Hour + time.Minute)
+		ctl.set(mode)
+		before := ctl.calls.Load()
+		for i, base := range h.bases() {
+			a := send(ctx, base, staleKey, body)
+			if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheStale || a.body != first.body {
+				t.Fatalf("request %d: %d %s; want STALE with the old content", i, a.status, a.header.Get("X-Corral-Cache"))
 			}
 			waitFlights(t, h)
-		})
-	}
+		}
+		if n := ctl.calls.Load() - before; n < 1 || n > 2 {
+			// One refresh; the upstream client may retry a dropped
+			// connection once.
+			t.Errorf("upstream calls during the window = %d; want one refresh", n)
+		}
+		if a := send(ctx, h.gws[1].URL, staleKey, body); a.header.Get("X-Corral-Cache") != cacheStale {
+			t.Errorf("after the failed refresh: %s; want STALE", a.header.Get("X-Corral-Cache"))
+		}
+		// Past both windows (10m and 5m): the failure itself.
+		clock.Advance(10 * time.Minute)
+		a := send(ctx, h.gws[2].URL, staleKey, body)
+		if a.status == 200 || a.header.Get("X-Corral-Cache") == cacheStale {
+			t.Errorf("past the windows: %d %s; want the upstream failure", a.status, a.header.Get("X-Corral-Cache"))
+		}
+		waitFlights(t, h)
+	})
 }
 
 // TestStaleRefreshDeterministicFailure: a refresh answered 404 replaces
@@ -141,9 +130,7 @@ func TestStaleRefreshDeterministicFailure(t *testing.T) {
 	h, clock, ctl := staleHarness(t, 3, true)
 	ctx := context.Background()
 	body := chatBody("a retired model")
-	if a := send(ctx, h.gws[0].URL, staleKey, body); a.status != 200 {
-		t.Fatalf("first: %d", a.status)
-	}
+	prime(t, h.gws[0].URL, staleKey, body)
 	clock.Advance(time.Hour + time.Minute)
 	ctl.set("404")
 	if a := send(ctx, h.gws[1].URL, staleKey, body); a.header.Get("X-Corral-Cache") != cacheStale {
@@ -171,9 +158,7 @@ func TestStaleControls(t *testing.T) {
 	h, clock, _ := staleHarness(t, 3, true)
 	ctx := context.Background()
 	body := chatBody("controls")
-	if a := send(ctx, h.gws[0].URL, staleKey, body); a.status != 200 {
-		t.Fatalf("first: %d", a.status)
-	}
+	prime(t, h.gws[0].URL, staleKey, body)
 	plain := chatBody("no window")
 	send(ctx, h.gws[0].URL, acmeKey, plain)
 	clock.Advance(time.Hour + time.Minute)
@@ -194,9 +179,7 @@ func TestStaleControls(t *testing.T) {
 func TestStaleStreamReplayed(t *testing.T) {
 	h, clock, _ := staleHarness(t, 3, true)
 	ctx := context.Background()
-	if a := send(ctx, h.gws[0].URL, staleKey, chatBody("streamed stale")); a.status != 200 {
-		t.Fatalf("first: %d", a.status)
-	}
+	prime(t, h.gws[0].URL, staleKey, chatBody("streamed stale"))
 	clock.Advance(time.Hour + time.Second)
 	stream := `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"streamed stale"}]}`
 	a := send(ctx, h.gws[1].URL, staleKey, stream)

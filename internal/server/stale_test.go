@@ -257,6 +257,43 @@ func staleHarness(t *testing.T, n int, dist bool) (*harness, *testClock, *upstre
 	return clockedHarness(t, n, dist, staleTenant)
 }
 
+// inBothModes runs test on a clocked harness for spec twice: as three
+// instances sharing a real Redis ("distributed") and as one instance with
+// the memory cache ("embedded"), since the stale windows must hold in both.
+func inBothModes(t *testing.T, spec tenant.Spec, test func(*testing.T, *harness, *testClock, *upstreamControl)) {
+	for _, mode := range []struct {
+		name string
+		n    int
+		dist bool
+	}{{"distributed", 3, true}, {"embedded", 1, false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			h, clock, ctl := clockedHarness(t, mode.n, mode.dist, spec)
+			test(t, h, clock, ctl)
+		})
+	}
+}
+
+// eachTransientFailure runs test as one subtest per transient failure
+// the upstream control injects (a 500, a 429, a dropped connection), each
+// starting from a healthy upstream.
+func eachTransientFailure(t *testing.T, ctl *upstreamControl, test func(t *testing.T, mode string)) {
+	for _, mode := range []string{"500", "429", "drop"} {
+		t.Run(mode, func(t *testing.T) {
+			ctl.set("")
+			test(t, mode)
+		})
+	}
+}
+
+// prime stores body's answer through base, failing the test unless it is
+// a 200: the stale tests start from a stored entry.
+func prime(t *testing.T, base, key, body string) {
+	t.Helper()
+	if a := send(context.Background(), base, key, body); a.status != 200 {
+		t.Fatalf("first: %d", a.status)
+	}
+}
+
 // clockedHarness is staleHarness for any tenant spec.
 func clockedHarness(t *testing.T, n int, dist bool, spec tenant.Spec) (*harness, *testClock, *upstreamControl) {
 	clock, ctl := newTestClock(), &upstreamControl{}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -156,19 +155,7 @@ func TestCoalescingHoldsAcrossFailover(t *testing.T) {
 	secondary := newFakeUpstream(t, "secondary", mockllm.Options{Latency: 100 * time.Millisecond})
 	primary.status.Store(503)
 	h, _ := distributed(t, 3, withRouters(upSpec{primary, 0, 1}, upSpec{secondary, 1, 1}))
-	var wg sync.WaitGroup
-	answers := make([]answer, 30)
-	start := make(chan struct{})
-	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			answers[i] = send(context.Background(), h.bases()[i%3], acmeKey, chatBody("failover herd"))
-		}()
-	}
-	close(start)
-	wg.Wait()
+	answers := burst(h.bases(), 30, acmeKey, chatBody("failover herd"))
 	for i, a := range answers {
 		if a.status != 200 || a.body != answers[0].body {
 			t.Fatalf("answer %d: %d %s", i, a.status, a.body)

@@ -22,15 +22,35 @@ func SDK(base, key string) officialopenai.Client {
 // returns the status and body.
 func Call(t testing.TB, method, url, key, body string) (int, string) {
 	t.Helper()
+	req := NewRequest(t, method, url, key, body)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return Do(t, req)
+}
+
+// NewRequest is a request with key as its bearer token and body (none
+// when empty), and no other header, for a test to add its own.
+func NewRequest(t testing.TB, method, url, key, body string) *http.Request {
+	t.Helper()
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, _ := http.NewRequest(method, url, rd)
-	req.Header.Set("Authorization", "Bearer "+key)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return req
+}
+
+// Do sends req and returns the status and the whole body; no answer at
+// all fails the test.
+func Do(t testing.TB, req *http.Request) (int, string) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 
 	"github.com/corralhq/corral/internal/wire"
+	"github.com/corralhq/corral/internal/wire/wiretest"
 )
 
 const stored = `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5",
@@ -29,9 +28,7 @@ const stored = `{"id":"msg_1","type":"message","role":"assistant","model":"claud
 // accumulator.
 func accumulate(t *testing.T, events [][]byte) sdk.Message {
 	t.Helper()
-	res := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
-		Body: io.NopCloser(bytes.NewReader(bytes.Join(events, nil)))}
-	st := ssestream.NewStream[sdk.MessageStreamEventUnion](ssestream.NewDecoder(res), nil)
+	st := ssestream.NewStream[sdk.MessageStreamEventUnion](ssestream.NewDecoder(wiretest.EventStream(events)), nil)
 	var m sdk.Message
 	for st.Next() {
 		if err := m.Accumulate(st.Current()); err != nil {
@@ -64,11 +61,7 @@ func TestReplayAccumulatesToTheStoredMessage(t *testing.T) {
 		t.Errorf("usage %+v", m.Usage)
 	}
 	// And Corral's own assembler turns the replay back into the same message.
-	a := Format{}.NewAssembler(Path)
-	for _, ev := range events {
-		a.Add(ev)
-	}
-	body, u, err := a.Finish()
+	body, u, err := wiretest.Assemble(Format{}, Path, events)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,11 +122,7 @@ func TestAssembler(t *testing.T) {
 			ev("content_block_stop", `{"type":"content_block_stop","index":0}`), delta, stop}, ""},
 	}
 	for _, tt := range tests {
-		a := Format{}.NewAssembler(Path)
-		for _, e := range tt.events {
-			a.Add([]byte(e))
-		}
-		body, _, err := a.Finish()
+		body, _, err := wiretest.Assemble(Format{}, Path, tt.events)
 		if tt.want == "" {
 			if err == nil {
 				t.Errorf("%s: stored %s", tt.name, body)

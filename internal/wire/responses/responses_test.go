@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -13,6 +11,7 @@ import (
 	oresponses "github.com/openai/openai-go/v3/responses"
 
 	"github.com/corralhq/corral/internal/wire"
+	"github.com/corralhq/corral/internal/wire/wiretest"
 )
 
 // stored is a response with several output items of every kind Replay
@@ -31,9 +30,7 @@ const stored = `{"id":"resp_1","object":"response","created_at":1,"status":"comp
 // sdkStream decodes events with the official SDK's SSE decoder and event union.
 func sdkStream(t *testing.T, events [][]byte) []oresponses.ResponseStreamEventUnion {
 	t.Helper()
-	body := io.NopCloser(bytes.NewReader(bytes.Join(events, nil)))
-	res := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: body}
-	st := ssestream.NewStream[oresponses.ResponseStreamEventUnion](ssestream.NewDecoder(res), nil)
+	st := ssestream.NewStream[oresponses.ResponseStreamEventUnion](ssestream.NewDecoder(wiretest.EventStream(events)), nil)
 	var out []oresponses.ResponseStreamEventUnion
 	for st.Next() {
 		out = append(out, st.Current())
@@ -77,11 +74,7 @@ func TestReplayIsAStreamTheSDKAccepts(t *testing.T) {
 		t.Errorf("deltas: text %q refusal %q args %q summary %q", text.String(), refusal.String(), args.String(), summary.String())
 	}
 	// The replayed stream assembles back into the stored response.
-	a := Format{}.NewAssembler(Path)
-	for _, ev := range events {
-		a.Add(ev)
-	}
-	body, u, err := a.Finish()
+	body, u, err := wiretest.Assemble(Format{}, Path, events)
 	var want bytes.Buffer
 	_ = json.Compact(&want, []byte(stored))
 	if err != nil || string(body) != want.String() || u.Prompt != 7 || u.Completion != 9 || !u.Known {
@@ -137,11 +130,7 @@ data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_2"
 		{"completed without a response", []string{"event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n"}, ""},
 	}
 	for _, tt := range tests {
-		a := Format{}.NewAssembler(Path)
-		for _, ev := range tt.events {
-			a.Add([]byte(ev))
-		}
-		body, _, err := a.Finish()
+		body, _, err := wiretest.Assemble(Format{}, Path, tt.events)
 		if tt.want == "" {
 			if !errors.Is(err, ErrIncomplete) {
 				t.Errorf("%s: stored %s", tt.name, body)
