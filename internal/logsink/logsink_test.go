@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/corralhq/corral/internal/logtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -40,26 +42,8 @@ func (g *gate) String() string {
 	return g.buf.String()
 }
 
-// lockedBuffer is a bytes.Buffer safe to read while the sink writes.
-type lockedBuffer struct {
-	mu  sync.Mutex // protects buf
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestCloseWritesEveryLineInOrder(t *testing.T) {
-	var out lockedBuffer
+	var out logtest.Buffer
 	s := New(&out, Options{})
 	var want strings.Builder
 	for i := range 1000 {
@@ -112,7 +96,7 @@ func TestStalledWriterDropsAndCounts(t *testing.T) {
 }
 
 func TestFlushWaitsForQueuedLines(t *testing.T) {
-	var out lockedBuffer
+	var out logtest.Buffer
 	s := New(&out, Options{})
 	defer s.Close()
 	var wg sync.WaitGroup
@@ -139,7 +123,7 @@ func TestFlushWaitsForQueuedLines(t *testing.T) {
 }
 
 func TestFlushAfterCloseReturns(t *testing.T) {
-	var out lockedBuffer
+	var out logtest.Buffer
 	s := New(&out, Options{})
 	_, _ = s.Write([]byte("x\n"))
 	_ = s.Close()
@@ -167,7 +151,7 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // countingWriter counts the writes it gets.
 type countingWriter struct {
-	lockedBuffer
+	logtest.Buffer
 	mu     sync.Mutex // protects writes
 	writes int
 }
@@ -176,7 +160,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	c.writes++
 	c.mu.Unlock()
-	return c.lockedBuffer.Write(p)
+	return c.Buffer.Write(p)
 }
 
 // Lines gathered within the delay go out in one write: the point of the
