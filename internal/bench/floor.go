@@ -74,12 +74,18 @@ func ServeFloor(ctx context.Context, addr, upstream string) error {
 		FlushInterval: -1,
 		ErrorLog:      log.New(io.Discard, "", 0),
 	}
+	return serveRole(ctx, addr, rp)
+}
+
+// serveRole serves h on addr until ctx ends: the floor's and the static
+// handler's server, with the same timeouts.
+func serveRole(ctx context.Context, addr string, h http.Handler) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	_, err = httpserve.Serve(ctx, srv, ln, time.Second, nil)
 	return err
 }

@@ -6,13 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"time"
-
-	"github.com/corralhq/corral/internal/httpserve"
 )
 
 // The static handler is the hit scenario's ceiling: a bare net/http
@@ -77,14 +74,7 @@ func ServeStatic(ctx context.Context, addr, file string) error {
 		w.WriteHeader(a.Status)
 		_, _ = w.Write(a.Body)
 	})
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	_, err = httpserve.Serve(ctx, srv, ln, time.Second, nil)
-	return err
+	return serveRole(ctx, addr, h)
 }
 
 // startStatic writes a to the run's directory and starts the static

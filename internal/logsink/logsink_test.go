@@ -1,7 +1,6 @@
 package logsink
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"sync"
@@ -18,10 +17,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // gate is a writer whose writes wait until release is closed; entered
 // receives once per write, when it starts.
 type gate struct {
+	logtest.Buffer
 	entered chan struct{}
 	release chan struct{}
-	mu      sync.Mutex // protects buf
-	buf     bytes.Buffer
 }
 
 func newGate() *gate {
@@ -31,15 +29,7 @@ func newGate() *gate {
 func (g *gate) Write(p []byte) (int, error) {
 	g.entered <- struct{}{}
 	<-g.release
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.buf.Write(p)
-}
-
-func (g *gate) String() string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.buf.String()
+	return g.Buffer.Write(p)
 }
 
 func TestCloseWritesEveryLineInOrder(t *testing.T) {
