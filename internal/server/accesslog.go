@@ -145,7 +145,7 @@ func logRequest(log *slog.Logger, observe func(*logRecord, int, time.Duration), 
 	// above. The record goes to the handler directly: Logger.LogAttrs
 	// would also walk the stack (runtime.Callers) for a source location
 	// the access log never shows, a tenth of the line's cost.
-	rec2 := slog.NewRecord(time.Now(), level, "request", 0)
-	rec2.AddAttrs(attrs...)
-	_ = log.Handler().Handle(r.Context(), rec2)
+	line := slog.NewRecord(time.Now(), level, "request", 0)
+	line.AddAttrs(attrs...)
+	_ = log.Handler().Handle(r.Context(), line)
 }
