@@ -43,6 +43,9 @@ type gatewayOptions struct {
 	// Getenv reads the variables the upstreams file names for its keys.
 	// Default os.LookupEnv.
 	Getenv func(string) (string, bool)
+	// LogDropped reads how many log lines the asynchronous log sink
+	// dropped (corral_log_lines_dropped_total); nil exports no count.
+	LogDropped func() uint64
 }
 
 // gateway is a wired Corral: the HTTP handler plus what it owns.
@@ -123,6 +126,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		getenv = os.LookupEnv
 	}
 	m := metrics.New()
+	m.CountLogDrops(o.LogDropped)
 	tp, err := otlp.New(ctx, otlp.Options{Getenv: getenv})
 	if err != nil {
 		return nil, err

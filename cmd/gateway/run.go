@@ -18,6 +18,7 @@ import (
 
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/httpserve"
+	"github.com/corralhq/corral/internal/logsink"
 	"github.com/corralhq/corral/internal/telemetry"
 )
 
@@ -52,11 +53,16 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr, cfg.LogLevel)
+	// Log lines go through a bounded asynchronous sink, so no request
+	// waits on a write to stderr; it is closed last (deferred first), so
+	// every line, the shutdown's included, is written before run returns.
+	sink := logsink.New(stderr, logsink.Options{})
+	defer sink.Close()
+	log := newLogger(sink, cfg.LogLevel)
 
 	// Wire first, listen second: a bad tenants file or a refused default
 	// fails before the port is taken.
-	gw, err := newGateway(ctx, cfg, gatewayOptions{Demo: *demo, CheckUpstream: true, Logger: log, Getenv: lookupIn(environ)})
+	gw, err := newGateway(ctx, cfg, gatewayOptions{Demo: *demo, CheckUpstream: true, Logger: log, Getenv: lookupIn(environ), LogDropped: sink.Dropped})
 	if err != nil {
 		return err
 	}

@@ -109,8 +109,9 @@ func (c *cluster) startFloor(ctx context.Context, name string) (*proc, error) {
 }
 
 // startGateway starts a Corral gateway in front of the mock, in Redis
-// mode when withRedis is set.
-func (c *cluster) startGateway(ctx context.Context, name string, withRedis bool) (*proc, error) {
+// mode when withRedis is set; extra variables (e.g. CORRAL_LOG_LEVEL=info)
+// override the defaults.
+func (c *cluster) startGateway(ctx context.Context, name string, withRedis bool, extra ...string) (*proc, error) {
 	var pprofAddr string
 	p, err := c.startServer(ctx, name, proxyCPU, "/readyz", func(addr string) ([]string, []string) {
 		env := childEnv(
@@ -124,6 +125,7 @@ func (c *cluster) startGateway(ctx context.Context, name string, withRedis bool)
 		if withRedis {
 			env = append(env, "CORRAL_REDIS_URL="+c.redisURL)
 		}
+		env = append(env, extra...) // os/exec keeps the last of duplicates
 		if c.o.PprofDir != "" {
 			// A taken port makes the gateway exit and startServer retry.
 			if pa, err := freeAddr(); err == nil {

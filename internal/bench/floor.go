@@ -22,22 +22,29 @@ import (
 // harness (the corralbench command, the package's test binary) calls
 // MaybeRunFloor first thing.
 const (
-	roleEnv          = "CORRAL_BENCH_ROLE" // "floor"
+	roleEnv          = "CORRAL_BENCH_ROLE" // "floor" or "static"
 	floorAddrEnv     = "CORRAL_BENCH_FLOOR_ADDR"
 	floorUpstreamEnv = "CORRAL_BENCH_FLOOR_UPSTREAM"
 )
 
-// MaybeRunFloor serves the floor proxy and exits when this process was
-// started as one by the harness; otherwise it returns at once.
+// MaybeRunFloor serves the floor proxy (or the static handler, see
+// static.go) and exits when this process was started as one by the
+// harness; otherwise it returns at once.
 func MaybeRunFloor() {
-	if os.Getenv(roleEnv) != "floor" {
+	role := os.Getenv(roleEnv)
+	if role != "floor" && role != "static" {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := ServeFloor(ctx, os.Getenv(floorAddrEnv), os.Getenv(floorUpstreamEnv))
+	var err error
+	if role == "static" {
+		err = ServeStatic(ctx, os.Getenv(floorAddrEnv), os.Getenv(staticFileEnv))
+	} else {
+		err = ServeFloor(ctx, os.Getenv(floorAddrEnv), os.Getenv(floorUpstreamEnv))
+	}
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "floor:", err)
+		fmt.Fprintln(os.Stderr, role+":", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
@@ -67,12 +74,18 @@ func ServeFloor(ctx context.Context, addr, upstream string) error {
 		FlushInterval: -1,
 		ErrorLog:      log.New(io.Discard, "", 0),
 	}
+	return serveRole(ctx, addr, rp)
+}
+
+// serveRole serves h on addr until ctx ends: the floor's and the static
+// handler's server, with the same timeouts.
+func serveRole(ctx context.Context, addr string, h http.Handler) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	_, err = httpserve.Serve(ctx, srv, ln, time.Second, nil)
 	return err
 }

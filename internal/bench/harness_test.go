@@ -49,6 +49,8 @@ func TestSmoke(t *testing.T) {
 	} else if len(rep.Errors) > 0 {
 		t.Errorf("Errors = %q, want none", rep.Errors)
 	}
+	// The info-level gateway and the static handler sending a hit's bytes.
+	wantTargets = append(wantTargets, hitInfo, hitStatic)
 	if len(rep.Hit) != len(wantTargets) {
 		t.Fatalf("hit groups = %d, want %d", len(rep.Hit), len(wantTargets))
 	}

@@ -14,6 +14,13 @@ import (
 // of the targets.
 const hitConns = 32
 
+// Hit targets beside the proxy targets.
+const (
+	hitMemory = "corral-memory-hit"
+	hitInfo   = "corral-memory-hit-info" // the same at CORRAL_LOG_LEVEL=info
+	hitStatic = "static"                 // a bare net/http handler sending a hit's bytes
+)
+
 func hitCase() string { return fmt.Sprintf("mock 0 ms, %d conns", hitConns) }
 
 // hit is scenario 2: cache hits from memory and from Redis against the
@@ -22,10 +29,18 @@ func hitCase() string { return fmt.Sprintf("mock 0 ms, %d conns", hitConns) }
 // that is not a HIT is counted as unexpected. In Redis mode the run also
 // reports Redis commands and socket reads per request from INFO.
 func (h *harness) hit(ctx context.Context) error {
-	ts, err := h.proxyTargets(ctx, "corral-memory-hit", "corral-redis-hit")
+	ts, err := h.proxyTargets(ctx, hitMemory, "corral-redis-hit")
 	if err != nil {
 		return err
 	}
+	// The same embedded gateway at the default log level (info, every
+	// request writes its access line to stderr, a pipe read by the
+	// harness): what access logging costs a hit.
+	info, err := h.c.startGateway(ctx, "corral-info", false, "CORRAL_LOG_LEVEL=info")
+	if err != nil {
+		return fmt.Errorf("gateway (info log): %w", err)
+	}
+	ts = append(ts, chatTarget(hitInfo, info, true))
 	hdr := benchHeader("")
 	body := chatBody("What does a cache hit cost?", false, mockControl{})
 	for _, t := range ts {
@@ -35,6 +50,16 @@ func (h *harness) hit(ctx context.Context) error {
 			}
 		}
 	}
+	// The static handler sends what the embedded gateway's hit sends.
+	a, err := captureAnswer(ctx, ts[2].url, hdr, body)
+	if err != nil {
+		return fmt.Errorf("capture a hit: %w", err)
+	}
+	static, err := h.c.startStatic(ctx, a)
+	if err != nil {
+		return fmt.Errorf("static handler: %w", err)
+	}
+	ts = append(ts, chatTarget(hitStatic, static, false))
 	cs := caseSpec{scenario: ScenarioHit, name: hitCase()}
 	gs, err := h.compare(ctx, cs, ts, func(ctx context.Context, t target) (RunResult, error) {
 		spec := reqSpec{url: t.url, header: hdr, body: constBody(body), wantCache: t.want("HIT")}
@@ -135,13 +160,17 @@ func perRequest(before, after map[string]int64, requests int64) map[string]float
 func writeHit(w io.Writer, gs []Group) {
 	fmt.Fprintf(w, "\n## 2. Hit path (%s)\n\n", hitCase())
 	floor := findGroup(gs, hitCase(), "floor")
-	t := &table{head: []string{"target", "req/s", "p50 ms", "p99 ms", "req/s vs floor", "proxy CPU", "proxy CPU µs/req", "load core CPU", "other procs CPU", "errors / not HIT"}}
+	static := findGroup(gs, hitCase(), hitStatic)
+	t := &table{head: []string{"target", "req/s", "p50 ms", "p99 ms", "req/s vs floor", "req/s vs static", "proxy CPU", "proxy CPU µs/req", "load core CPU", "other procs CPU", "errors / not HIT"}}
 	for i := range gs {
 		g := &gs[i]
 		t.add(g.Target, fmtRate(g.Throughput), fmtMS(g.P50), fmtMS(g.P99),
-			fmtRatio(g, floor, throughputOf), fmtCores(g.ProxyCPU), fmtUS(g.CPUPerRequest), fmtCores(g.LoadCoreCPU), fmtCores(g.OtherCPU), fmtErrors(g))
+			fmtRatio(g, floor, throughputOf), fmtRatio(g, static, throughputOf), fmtCores(g.ProxyCPU), fmtUS(g.CPUPerRequest), fmtCores(g.LoadCoreCPU), fmtCores(g.OtherCPU), fmtErrors(g))
 	}
 	t.write(w)
+	if off, on := findGroup(gs, hitCase(), hitMemory), findGroup(gs, hitCase(), hitInfo); off != nil && on != nil {
+		fmt.Fprintf(w, "\nAccess logging at info, hit req/s with ÷ without: %s\n", fmtRatio(on, off, throughputOf))
+	}
 	for i := range gs {
 		g := &gs[i]
 		if g.Redis == nil {

@@ -38,6 +38,56 @@ type Metrics struct {
 
 	models *guard
 	up     *upstreamMetrics // nil until EnableUpstreams
+
+	// Child collectors of the per-request series, looked up once per
+	// label set instead of hashing the labels on every request.
+	requestChildren children[requestLabels, requestChild]
+	savedChildren   children[[2]string, prometheus.Counter] // tenant, via
+	waitChildren    children[string, prometheus.Observer]   // tenant: a burst's waiters all observe one
+}
+
+// requestLabels are corral_requests_total's labels.
+type requestLabels struct {
+	tenant, endpoint, cache string
+	code                    int
+}
+
+// requestChild is one request label set's series.
+type requestChild struct {
+	count   prometheus.Counter
+	seconds prometheus.Observer
+}
+
+// maxChildren bounds each cache of child collectors. Label sets are
+// bounded already (tenants come from the file, endpoints and cache values
+// are Corral's, codes are HTTP's); the bound keeps a long run of reloads
+// from growing the cache: past it, lookups go to the vector uncached.
+const maxChildren = 4096
+
+// children caches child collectors by their labels.
+type children[K comparable, V any] struct {
+	mu sync.RWMutex // protects m
+	m  map[K]V
+}
+
+// get returns k's cached child.
+func (c *children[K, V]) get(k K) (V, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+// put caches k's child while the cache is under its bound.
+func (c *children[K, V]) put(k K, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[K]V)
+	}
+	if len(c.m) < maxChildren {
+		c.m[k] = v
+	}
 }
 
 // Buckets for request and upstream latency: from a sub-millisecond hit to
@@ -107,6 +157,18 @@ func (m *Metrics) EnableRedis() {
 	}
 }
 
+// CountLogDrops adds corral_log_lines_dropped_total, read from dropped
+// (logsink.Sink.Dropped): log lines dropped because the log's reader fell
+// behind and the sink's bound was reached, rather than stall requests.
+func (m *Metrics) CountLogDrops(dropped func() uint64) {
+	if m == nil || dropped == nil {
+		return
+	}
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "corral_log_lines_dropped_total", Help: "Log lines dropped because the log's reader fell behind (the asynchronous log sink was full); requests never wait for the log.",
+	}, func() float64 { return float64(dropped()) }))
+}
+
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
@@ -123,8 +185,17 @@ func (m *Metrics) Request(tenant, endpoint, cache string, code int, d time.Durat
 	if cache == "" {
 		cache = "NONE"
 	}
-	m.requests.WithLabelValues(tenant, endpoint, cache, strconv.Itoa(code)).Inc()
-	m.requestSeconds.WithLabelValues(cache).Observe(d.Seconds())
+	l := requestLabels{tenant, endpoint, cache, code}
+	c, ok := m.requestChildren.get(l)
+	if !ok {
+		c = requestChild{
+			count:   m.requests.WithLabelValues(tenant, endpoint, cache, strconv.Itoa(code)),
+			seconds: m.requestSeconds.WithLabelValues(cache),
+		}
+		m.requestChildren.put(l, c)
+	}
+	c.count.Inc()
+	c.seconds.Observe(d.Seconds())
 }
 
 // Upstream records one upstream call.
@@ -141,7 +212,12 @@ func (m *Metrics) Coalesced(tenant string, waited time.Duration) {
 	if m == nil {
 		return
 	}
-	m.coalescedWait.WithLabelValues(tenant).Observe(waited.Seconds())
+	o, ok := m.waitChildren.get(tenant)
+	if !ok {
+		o = m.coalescedWait.WithLabelValues(tenant)
+		m.waitChildren.put(tenant, o)
+	}
+	o.Observe(waited.Seconds())
 }
 
 // Refresh records a background refresh started for a stale entry.
@@ -183,7 +259,13 @@ func (m *Metrics) Tokens(tenant, model string, prompt, completion int) {
 // TokensSaved records tokens a hit or a coalesced request did not spend.
 func (m *Metrics) TokensSaved(tenant, via string, n int) {
 	if m != nil && n > 0 {
-		m.tokensSaved.WithLabelValues(tenant, via).Add(float64(n))
+		l := [2]string{tenant, via}
+		c, ok := m.savedChildren.get(l)
+		if !ok {
+			c = m.tokensSaved.WithLabelValues(tenant, via)
+			m.savedChildren.put(l, c)
+		}
+		c.Add(float64(n))
 	}
 }
 

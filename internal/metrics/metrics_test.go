@@ -58,3 +58,14 @@ func TestExposition(t *testing.T) {
 		}
 	}
 }
+
+func TestCountLogDropsReadsTheSink(t *testing.T) {
+	m := New()
+	var n uint64 = 7
+	m.CountLogDrops(func() uint64 { return n })
+	n = 9
+	want := "# HELP corral_log_lines_dropped_total Log lines dropped because the log's reader fell behind (the asynchronous log sink was full); requests never wait for the log.\n# TYPE corral_log_lines_dropped_total counter\ncorral_log_lines_dropped_total 9\n"
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "corral_log_lines_dropped_total"); err != nil {
+		t.Fatal(err)
+	}
+}

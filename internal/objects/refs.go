@@ -99,7 +99,7 @@ func Refs(contentType string, body []byte) (Body, error) {
 	}
 	// A Content-Type Corral cannot parse (a duplicated boundary or
 	// charset) may still be read by the upstream, one way or another.
-	mt, params, err := mime.ParseMediaType(contentType)
+	mt, params, err := parseMediaType(contentType)
 	if err != nil && strings.TrimSpace(contentType) != "" {
 		return Body{}, fmt.Errorf("%w: Content-Type: %v", ErrBody, err)
 	}
@@ -458,4 +458,14 @@ func closeObject(ids []string, f *frame) []string {
 		ids = append(ids, f.id)
 	}
 	return ids
+}
+
+// parseMediaType is mime.ParseMediaType with the common case of every
+// JSON request, a bare "application/json", answered without building the
+// parameter map.
+func parseMediaType(v string) (string, map[string]string, error) {
+	if v == "application/json" {
+		return v, nil, nil
+	}
+	return mime.ParseMediaType(v)
 }

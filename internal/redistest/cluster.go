@@ -38,23 +38,24 @@ func StartCluster(tb testing.TB, masters, replicas int) *Cluster {
 	c := &Cluster{tb: tb}
 	tb.Cleanup(c.stop)
 	for i := range masters * (1 + replicas) {
-		port, bus := freePort(tb), freePort(tb)
 		ndir := filepath.Join(dir, strconv.Itoa(i)) // replication files must not collide
 		if err := os.Mkdir(ndir, 0o700); err != nil {
 			tb.Fatal(err)
 		}
-		cmd := exec.Command(bin,
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
-			"--cluster-config-file", filepath.Join(ndir, "nodes.conf"),
-			"--cluster-node-timeout", "2000",
-			// A replica promotes itself however long its link was down: a
-			// test kills masters at will.
-			"--cluster-replica-validity-factor", "0",
-			"--dir", ndir, "--save", "", "--appendonly", "no",
-			"--protected-mode", "no", "--loglevel", "warning")
+		addr, cmd := startReady(tb, func(port int) *exec.Cmd {
+			return exec.Command(bin,
+				"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+				"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(freePort(tb)),
+				"--cluster-config-file", filepath.Join(ndir, "nodes.conf"),
+				"--cluster-node-timeout", "2000",
+				// A replica promotes itself however long its link was down: a
+				// test kills masters at will.
+				"--cluster-replica-validity-factor", "0",
+				"--dir", ndir, "--save", "", "--appendonly", "no",
+				"--protected-mode", "no", "--loglevel", "warning")
+		})
 		c.cmds = append(c.cmds, cmd)
-		c.addrs = append(c.addrs, startReady(tb, cmd, port))
+		c.addrs = append(c.addrs, addr)
 	}
 	args := append([]string{"--cluster", "create"}, c.addrs...)
 	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")

@@ -14,11 +14,13 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -162,20 +164,29 @@ func (s *Server) launch() error {
 	return nil
 }
 
-// startReady starts cmd, a redis-server (node or Sentinel) told to listen
-// on the loopback port, and returns its host:port once it answers PING;
-// a process that does not start or answer fails the test. The caller
-// keeps cmd to kill it.
-func startReady(tb testing.TB, cmd *exec.Cmd, port int) string {
+// startReady starts the process newCmd builds for a free loopback port (a
+// redis-server node or Sentinel) and returns its host:port once it answers
+// as itself. A port taken before the process bound it, or a process that
+// exited during start, gets a new port, up to five times; after that the
+// test fails. The caller keeps the returned cmd to kill it.
+func startReady(tb testing.TB, newCmd func(port int) *exec.Cmd) (string, *exec.Cmd) {
 	tb.Helper()
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("redistest: start %s: %v", cmd.Path, err)
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		port := freePort(tb)
+		cmd := newCmd(port)
+		if err = cmd.Start(); err != nil {
+			tb.Fatalf("redistest: start %s: %v", cmd.Path, err)
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		if err = waitReady("redis://"+addr, cmd); err == nil {
+			return addr, cmd
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	if err := waitReady("redis://"+addr, cmd); err != nil {
-		tb.Fatalf("redistest: %v", err)
-	}
-	return addr
+	tb.Fatalf("redistest: %v", err)
+	return "", nil
 }
 
 // waitReady polls PING until the new server answers; the process gives no
@@ -194,14 +205,41 @@ func waitReady(url string, cmd *exec.Cmd) error {
 			return fmt.Errorf("redis-server on %s exited during start", opt.Addr)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		err = c.Ping(ctx).Err()
+		var pid int
+		pid, err = serverPID(ctx, c)
 		cancel()
 		if err == nil {
+			if pid != cmd.Process.Pid {
+				// Another test binary's server took the port between
+				// freePort and this start; answering its PING would make
+				// two tests share one Redis.
+				return fmt.Errorf("%w: %s answers as pid %d, not %d", errPortTaken, opt.Addr, pid, cmd.Process.Pid)
+			}
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	return fmt.Errorf("redis-server on %s not ready: %w", opt.Addr, err)
+}
+
+// errPortTaken says a free port was taken by another server before ours
+// bound it; the caller picks another port.
+var errPortTaken = errors.New("redistest: port taken by another server")
+
+// serverPID asks the server on c for its process id (INFO server), which
+// both redis-server and Sentinel report, so a caller can tell its own
+// process from another one listening on the same port.
+func serverPID(ctx context.Context, c *redis.Client) (int, error) {
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("redistest: INFO server has no process_id")
 }
 
 // freePort is a loopback port nothing listens on right now; failing to

@@ -37,16 +37,15 @@ func StartSentinel(tb testing.TB, replicas int) *Sentinel {
 	s := &Sentinel{tb: tb}
 	tb.Cleanup(s.stop)
 	start := func(args ...string) string {
-		port := freePort(tb)
-		if len(args) > 0 && args[0][0] != '-' {
-			// A config file must come first (sentinels need one to write).
-			args = append([]string{args[0], "--port", strconv.Itoa(port)}, args[1:]...)
-		} else {
-			args = append([]string{"--port", strconv.Itoa(port)}, args...)
-		}
-		cmd := exec.Command(bin, args...)
+		addr, cmd := startReady(tb, func(port int) *exec.Cmd {
+			if len(args) > 0 && args[0][0] != '-' {
+				// A config file must come first (sentinels need one to write).
+				return exec.Command(bin, append([]string{args[0], "--port", strconv.Itoa(port)}, args[1:]...)...)
+			}
+			return exec.Command(bin, append([]string{"--port", strconv.Itoa(port)}, args...)...)
+		})
 		s.cmds = append(s.cmds, cmd)
-		return startReady(tb, cmd, port)
+		return addr
 	}
 	common := []string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning", "--dir", dir}
 	s.master = start(common...)

@@ -14,7 +14,7 @@ func isAnthropicPath(p string) bool {
 // isAnthropicModels reports GET /v1/models from an Anthropic client (it
 // sends anthropic-version), answered in Anthropic's shape.
 func isAnthropicModels(r *http.Request) bool {
-	return r.URL.Path == "/v1/models" && r.Header.Get("Anthropic-Version") != ""
+	return r.URL.Path == "/v1/models" && header(r.Header, "Anthropic-Version") != ""
 }
 
 // anthropicRateHeaders renames Corral's rate-limit headers the way

@@ -23,15 +23,15 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 func bearerKey(r *http.Request) string {
-	if h := r.Header.Get("Authorization"); h != "" {
+	if h := header(r.Header, "Authorization"); h != "" {
 		scheme, key, ok := strings.Cut(h, " ")
 		if ok && strings.EqualFold(scheme, "Bearer") {
 			return strings.TrimSpace(key)
 		}
 		return ""
 	}
-	if k := r.Header.Get("X-Api-Key"); k != "" {
+	if k := header(r.Header, "X-Api-Key"); k != "" {
 		return strings.TrimSpace(k) // Anthropic's SDKs and agents
 	}
-	return strings.TrimSpace(r.Header.Get("Api-Key"))
+	return strings.TrimSpace(header(r.Header, "Api-Key"))
 }

@@ -122,8 +122,8 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 // OpenAI-Beta).
 func keyScope(r *http.Request, endpoint string) string {
 	q := r.URL.RawQuery
-	v, b := r.Header.Values("Anthropic-Version"), r.Header.Values("Anthropic-Beta")
-	ob := r.Header.Values("Openai-Beta")
+	v, b := r.Header["Anthropic-Version"], r.Header["Anthropic-Beta"]
+	ob := r.Header["Openai-Beta"]
 	if q == "" && len(v) == 0 && len(b) == 0 && len(ob) == 0 {
 		return endpoint // the common case: the key of an endpoint as it always was
 	}

@@ -27,8 +27,8 @@ type controls struct {
 // max-age=0 (or skips the cache with no-store).
 func parseControls(h http.Header) (controls, *apiError) {
 	c := controls{maxAge: -1}
-	sse := strings.Contains(h.Get("Accept"), "text/event-stream")
-	for _, v := range h.Values("Cache-Control") {
+	sse := strings.Contains(header(h, "Accept"), "text/event-stream")
+	for _, v := range h["Cache-Control"] {
 		for d := range strings.SplitSeq(v, ",") {
 			name, arg, _ := strings.Cut(strings.TrimSpace(d), "=")
 			switch strings.ToLower(strings.TrimSpace(name)) {
@@ -47,7 +47,7 @@ func parseControls(h http.Header) (controls, *apiError) {
 			}
 		}
 	}
-	if v := h.Get("X-Corral-Cache-Ttl"); v != "" {
+	if v := header(h, "X-Corral-Cache-Ttl"); v != "" {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil || n <= 0 || n > 365*24*3600 {
 			return c, errInvalidRequest("X-Corral-Cache-TTL must be a whole number of seconds between 1 and 31536000.", "X-Corral-Cache-TTL")

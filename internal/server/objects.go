@@ -50,11 +50,11 @@ var (
 // query string. A body that cannot be read for them is refused: an
 // upstream with a more lenient parser could read an id Corral did not.
 func objectRefs(r *http.Request, body []byte) (objects.Body, *apiError) {
-	if len(body) > 0 && len(r.Header.Values("Content-Type")) > 1 {
+	if len(body) > 0 && len(r.Header["Content-Type"]) > 1 {
 		// Corral reads the first; an upstream may read the last.
 		return objects.Body{}, errInvalidRequest("Send one Content-Type header.", "")
 	}
-	found, err := objects.Refs(r.Header.Get("Content-Type"), body)
+	found, err := objects.Refs(header(r.Header, "Content-Type"), body)
 	if errors.Is(err, objects.ErrTooMany) {
 		return objects.Body{}, errTooManyIDs
 	}

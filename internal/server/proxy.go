@@ -128,7 +128,7 @@ func bodyModel(body []byte) string {
 // compressed reports a body sent with a Content-Encoding other than
 // identity, in any of the request's Content-Encoding headers.
 func compressed(r *http.Request) bool {
-	for _, v := range r.Header.Values("Content-Encoding") {
+	for _, v := range r.Header["Content-Encoding"] {
 		for enc := range strings.SplitSeq(v, ",") {
 			if enc = strings.TrimSpace(enc); enc != "" && !strings.EqualFold(enc, "identity") {
 				return true

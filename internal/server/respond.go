@@ -14,6 +14,10 @@ import (
 	"github.com/corralhq/corral/internal/ratelimit"
 )
 
+// jsonType is Content-Type: application/json as a header value, shared
+// (see cacheValues).
+var jsonType = []string{"application/json"}
+
 // serveEntry answers from a complete entry: as JSON, or replayed as an
 // event stream when the client asked for one.
 func (s *Server) serveEntry(w http.ResponseWriter, c *call, e *entry.Entry, source string, stored bool) {
@@ -43,13 +47,13 @@ func (s *Server) serveEntry(w http.ResponseWriter, c *call, e *entry.Entry, sour
 		// An entry that cannot be replayed as a stream (embeddings) is
 		// answered as JSON, as the upstream would.
 	}
-	if h.Get("Content-Type") == "" {
-		h.Set("Content-Type", "application/json")
+	if header(h, "Content-Type") == "" {
+		h["Content-Type"] = jsonType
 	}
-	if e.Status == http.StatusTooManyRequests && h.Get("Retry-After") == "" {
+	if e.Status == http.StatusTooManyRequests && header(h, "Retry-After") == "" {
 		ratelimit.SetRetryAfter(h, time.Second) // every 429 says when to retry
 	}
-	h.Set("Content-Length", strconv.Itoa(len(e.Body)))
+	h["Content-Length"] = []string{strconv.Itoa(len(e.Body))}
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(e.Body)
 }

@@ -141,6 +141,10 @@ type Server struct {
 	ids     *requestIDs
 	tenants atomic.Pointer[tenant.Registry]
 	handler http.Handler
+	// direct are the cached model routes by exact path, each wrapped in
+	// the same middleware chi would run (see routes): a POST to one of
+	// them skips chi's route context, its tree walk and its path values.
+	direct map[string]http.Handler
 
 	cache      Store
 	flights    *coalesce.Coalescer
@@ -258,11 +262,37 @@ func New(o Options) (*Server, error) {
 func (s *Server) SetTenants(r *tenant.Registry) { s.tenants.Store(r) }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.URL.RawPath == "" {
+		if h, ok := s.direct[r.URL.Path]; ok {
+			h.ServeHTTP(w, r)
+			return
+		}
+	}
+	s.handler.ServeHTTP(w, r)
+}
+
+// chain wraps h in mws, the first outermost, as chi's Use does.
+func chain(h http.Handler, mws []func(http.Handler) http.Handler) http.Handler {
+	for i := len(mws) - 1; i >= 0; i-- {
+		h = mws[i](h)
+	}
+	return h
+}
 
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
-	r.Use(writeDeadline(s.writeStall), requestID(s.ids), s.traceRequests, s.countInFlight, accessLog(s.log, s.observe), recoverer(s.log))
+	// The edge and /v1 middleware, listed once: chi runs them for every
+	// route, and the direct model routes (ServeHTTP) are wrapped in the
+	// same lists, so a middleware added here reaches both.
+	edge := []func(http.Handler) http.Handler{writeDeadline(s.writeStall), requestID(s.ids), s.traceRequests, s.countInFlight, accessLog(s.log, s.observe), recoverer(s.log)}
+	v1 := []func(http.Handler) http.Handler{bodyLimit(s.maxBody), s.authenticate, s.limitRequests}
+	s.direct = map[string]http.Handler{}
+	post := func(r chi.Router, path string, h http.HandlerFunc) {
+		r.Post(path, h)
+		s.direct["/v1"+path] = chain(chain(h, v1), edge)
+	}
+	r.Use(edge...)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errNotFound) })
 	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
 
@@ -276,15 +306,15 @@ func (s *Server) routes() http.Handler {
 	}
 
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(bodyLimit(s.maxBody), s.authenticate, s.limitRequests)
+		r.Use(v1...)
 		// One route per cached endpoint, each with its wire format: a new
 		// API is a new format package and a line here.
 		chat := openai.Format{}
-		r.Post("/chat/completions", s.handleModelCall(chat, "/chat/completions"))
-		r.Post("/completions", s.handleModelCall(chat, "/completions"))
-		r.Post("/embeddings", s.handleModelCall(chat, "/embeddings"))
-		r.Post("/responses", s.handleModelCall(responses.Format{}, "/responses"))
-		r.Post("/messages", s.handleModelCall(anthropic.Format{}, "/messages"))
+		post(r, "/chat/completions", s.handleModelCall(chat, "/chat/completions"))
+		post(r, "/completions", s.handleModelCall(chat, "/completions"))
+		post(r, "/embeddings", s.handleModelCall(chat, "/embeddings"))
+		post(r, "/responses", s.handleModelCall(responses.Format{}, "/responses"))
+		post(r, "/messages", s.handleModelCall(anthropic.Format{}, "/messages"))
 		r.Get("/models", s.handleModels)
 		// Everything else under /v1 (files, batches, stored completions,
 		// GET on the paths above...) is proxied untouched.

@@ -37,11 +37,12 @@ func (s *Server) span(ctx context.Context, name string) (context.Context, trace.
 // traceRequests continues the client's trace (traceparent, tracestate,
 // baggage) and wraps the request in a server span named "{method}
 // {route}" with the HTTP semantic conventions' attributes and Corral's
-// own: the tenant, the cache status and the tokens saved, from the
-// access log's record, which it makes so that it can read it after the
-// handler. Spans started below (rate limit, cache lookup, flight, stream)
-// are its children, and the access log line carries its trace_id and
-// span_id. With tracing off it is not in the chain at all.
+// own: the tenant, the cache status and the tokens saved, read after the
+// handler from the access log's record and status in the request's edge
+// state (requestID's, which runs before it). Spans started below (rate
+// limit, cache lookup, flight, stream) are its children, and the access
+// log line carries its trace_id and span_id. With tracing off it is not
+// in the chain at all.
 func (s *Server) traceRequests(next http.Handler) http.Handler {
 	if !s.tracing {
 		return next
@@ -50,26 +51,33 @@ func (s *Server) traceRequests(next http.Handler) http.Handler {
 		ctx := telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		ctx, span := s.tracer.Start(ctx, r.Method, serverKind,
 			trace.WithAttributes(telemetry.HTTPMethod.String(r.Method), telemetry.URLPath.String(r.URL.Path)))
-		rec := &logRecord{}
-		ctx = context.WithValue(ctx, logRecordKey{}, rec)
-		tw := &traceWriter{ResponseWriter: w, status: http.StatusOK}
-		defer func() { endRequestSpan(ctx, span, r.Method, rec, tw.status) }()
-		next.ServeHTTP(tw, r.WithContext(ctx))
+		r = r.WithContext(ctx)
+		defer func() { endRequestSpan(r, span) }()
+		next.ServeHTTP(w, r)
 	})
 }
 
 // endRequestSpan names the server span by its route and records the
 // answer. Only a 5xx is an error of the server span (the conventions'
 // rule: a 4xx is the client's).
-func endRequestSpan(ctx context.Context, span trace.Span, method string, rec *logRecord, status int) {
+func endRequestSpan(r *http.Request, span trace.Span) {
 	defer span.End()
+	e := edgeFrom(r.Context())
+	if e == nil {
+		return // not behind requestID: nothing was recorded
+	}
+	rec, status := &e.rec, e.sw.status
 	attrs := make([]attribute.KeyValue, 0, 6)
 	attrs = append(attrs, telemetry.HTTPStatusCode.Int(status))
-	if rc := chi.RouteContext(ctx); rc != nil {
-		if route := rc.RoutePattern(); route != "" {
-			attrs = append(attrs, telemetry.HTTPRoute.String(route))
-			span.SetName(method + " " + route)
-		}
+	// chi's pattern; a model endpoint served directly (Server.ServeHTTP)
+	// is its own route.
+	route := r.URL.Path
+	if rc := chi.RouteContext(r.Context()); rc != nil {
+		route = rc.RoutePattern()
+	}
+	if route != "" {
+		attrs = append(attrs, telemetry.HTTPRoute.String(route))
+		span.SetName(r.Method + " " + route)
 	}
 	if rec.tenant != "" {
 		attrs = append(attrs, telemetry.Tenant.String(rec.tenant))
@@ -86,28 +94,6 @@ func endRequestSpan(ctx context.Context, span trace.Span, method string, rec *lo
 	}
 	span.SetAttributes(attrs...)
 }
-
-// traceWriter records the status for the server span.
-type traceWriter struct {
-	http.ResponseWriter
-	status int
-	wrote  bool
-}
-
-func (w *traceWriter) WriteHeader(code int) {
-	if !w.wrote && code >= 200 { // 1xx informational headers do not count
-		w.status, w.wrote = code, true
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *traceWriter) Write(p []byte) (int, error) {
-	w.wrote = true
-	return w.ResponseWriter.Write(p)
-}
-
-// Unwrap lets http.ResponseController reach Flush and deadlines.
-func (w *traceWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // lookup is the flights' cache lookup in a span of its own that names
 // what it found (corral.cache: HIT, STALE, NEGATIVE, or MISS).

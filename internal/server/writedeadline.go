@@ -25,9 +25,9 @@ const stallChunk = 64 << 10
 func writeDeadline(stall time.Duration) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			rc := http.NewResponseController(w)
-			_ = rc.SetWriteDeadline(time.Time{}) // unsupported (a recorder) is fine
-			next.ServeHTTP(&stallWriter{ResponseWriter: w, rc: rc, stall: stall}, r)
+			sw := &stallWriter{ResponseWriter: w, dl: findDeadliner(w), stall: stall}
+			sw.setDeadline(time.Time{})
+			next.ServeHTTP(sw, r)
 		})
 	}
 }
@@ -35,15 +35,41 @@ func writeDeadline(stall time.Duration) func(http.Handler) http.Handler {
 // stallWriter sets the write deadline before each write and flush.
 type stallWriter struct {
 	http.ResponseWriter
-	rc    *http.ResponseController
+	dl    deadliner                // the connection's, found once; nil for a recorder
+	rc    *http.ResponseController // for flushes, made on the first
 	stall time.Duration
+}
+
+// deadliner is what net/http's own ResponseWriter implements and
+// http.ResponseController calls.
+type deadliner interface{ SetWriteDeadline(time.Time) error }
+
+// findDeadliner walks w's Unwrap chain as http.ResponseController does,
+// once per request rather than on every write.
+func findDeadliner(w http.ResponseWriter) deadliner {
+	for {
+		if d, ok := w.(deadliner); ok {
+			return d
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil // unsupported (a recorder) is fine
+		}
+		w = u.Unwrap()
+	}
+}
+
+func (w *stallWriter) setDeadline(t time.Time) {
+	if w.dl != nil {
+		_ = w.dl.SetWriteDeadline(t)
+	}
 }
 
 func (w *stallWriter) Write(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
 		c := min(len(p), stallChunk)
-		_ = w.rc.SetWriteDeadline(time.Now().Add(w.stall))
+		w.setDeadline(time.Now().Add(w.stall))
 		m, err := w.ResponseWriter.Write(p[:c])
 		n += m
 		if err != nil {
@@ -56,7 +82,10 @@ func (w *stallWriter) Write(p []byte) (int, error) {
 
 // FlushError is what http.ResponseController.Flush calls.
 func (w *stallWriter) FlushError() error {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(w.stall))
+	w.setDeadline(time.Now().Add(w.stall))
+	if w.rc == nil {
+		w.rc = http.NewResponseController(w.ResponseWriter)
+	}
 	return w.rc.Flush()
 }
 

@@ -25,9 +25,16 @@ type EventReader struct {
 	buf []byte
 }
 
+// readBufferSize is the reader's buffer. Model streams send events of a
+// few hundred bytes, and an event longer than the buffer is gathered in
+// pieces (Next), so the buffer only has to hold a typical event: every
+// open stream keeps one for its whole life, and 16 KiB was a sixth of a
+// stream's memory.
+const readBufferSize = 4 << 10
+
 // NewEventReader reads events from r.
 func NewEventReader(r io.Reader) *EventReader {
-	return &EventReader{br: bufio.NewReaderSize(r, 16<<10)}
+	return &EventReader{br: bufio.NewReaderSize(r, readBufferSize)}
 }
 
 // Next returns the next event's raw bytes, including the blank line that

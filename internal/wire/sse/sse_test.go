@@ -63,3 +63,21 @@ func TestData(t *testing.T) {
 		}
 	}
 }
+
+// An event longer than the reader's buffer (a big tool-call argument in
+// one chunk) is read whole, unchanged, and the next event after it too.
+func TestEventReaderEventLongerThanBuffer(t *testing.T) {
+	big := "data: " + strings.Repeat("y", 5*readBufferSize+7) + "\n\n"
+	er := NewEventReader(strings.NewReader(big + "data: [DONE]\n\n"))
+	got, err := er.Next()
+	if err != nil || string(got) != big {
+		t.Fatalf("Next = %d bytes, %v; want the %d-byte event", len(got), err, len(big))
+	}
+	got, err = er.Next()
+	if err != nil || string(got) != "data: [DONE]\n\n" {
+		t.Fatalf("second Next = %q, %v", got, err)
+	}
+	if _, err := er.Next(); err != io.EOF {
+		t.Fatalf("third Next = %v, want io.EOF", err)
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// stallWriter passes writes to w until stall is called; from then on each
+// write waits until release is.
+type stallWriter struct {
+	w       io.Writer
+	mu      sync.Mutex    // protects stalled
+	stalled chan struct{} // non-nil while stalled; closed by release
+	entered chan struct{} // receives when a write starts waiting
+}
+
+func (s *stallWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	ch := s.stalled
+	s.mu.Unlock()
+	if ch != nil {
+		select {
+		case s.entered <- struct{}{}:
+		default:
+		}
+		<-ch
+	}
+	return s.w.Write(p)
+}
+
+func (s *stallWriter) stall() {
+	s.mu.Lock()
+	s.stalled = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *stallWriter) release() {
+	s.mu.Lock()
+	close(s.stalled)
+	s.stalled = nil
+	s.mu.Unlock()
+}
+
+// A log reader that stops reading (a stuck pipe) costs log lines, counted
+// in corral_log_lines_dropped_total, never a request: every request is
+// answered while stderr takes nothing, and the lines still pending are
+// written on shutdown.
+func TestStalledLogNeverBlocksRequests(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, lines := newLineWriter(), newLineWriter()
+	stderr := &stallWriter{w: lines, entered: make(chan struct{}, 1)}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-demo"}, []string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_DATA_DIR=" + t.TempDir()}, stdout, stderr)
+	}()
+	base := stdout.waitFor(t, regexp.MustCompile(`base URL: (http://\S+)/v1`))[1]
+	lines.waitFor(t, regexp.MustCompile(`corral listening`))
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	defer client.CloseIdleConnections()
+	chat := func() int {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
+			strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"log stall"}]}`))
+		req.Header.Set("Authorization", "Bearer "+DemoKey)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	dropped := func() float64 {
+		resp, err := client.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		m := regexp.MustCompile(`(?m)^corral_log_lines_dropped_total (\S+)$`).FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("/metrics has no corral_log_lines_dropped_total")
+		}
+		v, _ := strconv.ParseFloat(string(m[1]), 64)
+		return v
+	}
+	if d := dropped(); d != 0 {
+		t.Fatalf("corral_log_lines_dropped_total = %v before the stall; want 0", d)
+	}
+
+	stderr.stall()
+	if code := chat(); code != 200 {
+		t.Fatalf("first request during the stall = %d", code)
+	}
+	<-stderr.entered // the sink's writer is stuck in stderr from here on
+
+	// Access lines are about 300 bytes and the sink holds 1 MiB: some
+	// thousands of requests fill it. Each must still be answered.
+	const workers, max = 8, 20000
+	var wg sync.WaitGroup
+	var mu sync.Mutex // protects sent, failed
+	sent, failed := 0, 0
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if sent >= max || failed > 0 {
+					mu.Unlock()
+					return
+				}
+				sent++
+				n := sent
+				mu.Unlock()
+				if code := chat(); code != 200 {
+					mu.Lock()
+					failed++
+					mu.Unlock()
+				}
+				if n%500 == 0 && dropped() > 0 {
+					mu.Lock()
+					sent = max
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed > 0 {
+		t.Fatalf("%d requests failed while the log was stalled", failed)
+	}
+	if d := dropped(); d == 0 {
+		t.Fatalf("corral_log_lines_dropped_total = 0 after %d requests with stderr stalled; want lines dropped", sent)
+	}
+
+	stderr.release()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run = %v after shutdown", err)
+	}
+	// Written on shutdown, after the stall: nothing pending was lost.
+	if !strings.Contains(lines.String(), `"msg":"shutting down"`) {
+		t.Errorf("the shutdown line was not written before run returned")
+	}
+}

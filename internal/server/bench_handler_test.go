@@ -1,0 +1,70 @@
+package server
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// discardWriter is the smallest http.ResponseWriter: it keeps headers and
+// drops the body, so a benchmark of the handler counts Corral's own work
+// and none of net/http's or a client's.
+type discardWriter struct {
+	h      http.Header
+	status int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) WriteHeader(code int)        { w.status = code }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// SetWriteDeadline and FlushError are there as on a server's writer, so
+// http.ResponseController finds them (a recorder's "not supported" error
+// would be counted as the handler's allocations).
+func (w *discardWriter) SetWriteDeadline(time.Time) error { return nil }
+func (w *discardWriter) FlushError() error                { return nil }
+
+// BenchmarkHitHandler is a memory hit through the handler alone (no
+// sockets, no client): its allocations per request are Corral's own and
+// free of the machine's noise. "log-info" writes the access log line as
+// the gateway does at its default level (JSON, into a discarding writer);
+// "log-off" runs at error level, where the line is not built.
+func BenchmarkHitHandler(b *testing.B) {
+	body := chatBody("hit handler benchmark")
+	for _, tt := range []struct {
+		name  string
+		level slog.Level
+	}{{"log-off", slog.LevelError}, {"log-info", slog.LevelInfo}} {
+		b.Run(tt.name, func(b *testing.B) {
+			h := newHarness(b, func(o *harnessOptions) {
+				o.server = func(so *Options) {
+					so.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: tt.level}))
+				}
+			})
+			benchPost(b, h.gw.URL, body)
+			req, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+			req.RemoteAddr = "127.0.0.1:4000"
+			w := &discardWriter{h: make(http.Header)}
+			serve := func() {
+				req.Body = io.NopCloser(strings.NewReader(body))
+				req.ContentLength = int64(len(body))
+				req.Header = http.Header{"Authorization": {"Bearer " + acmeKey}, "Content-Type": {"application/json"}}
+				clear(w.h)
+				w.status = 0
+				h.srv.ServeHTTP(w, req)
+			}
+			serve()
+			if w.h.Get("X-Corral-Cache") != cacheHit {
+				b.Fatalf("status %d, X-Corral-Cache = %q, want HIT; headers %v", w.status, w.h.Get("X-Corral-Cache"), w.h)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				serve()
+			}
+		})
+	}
+}
