@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/corralhq/corral/internal/breaker"
 	"github.com/corralhq/corral/internal/cache"
@@ -23,6 +24,8 @@ import (
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/server"
+	"github.com/corralhq/corral/internal/telemetry"
+	"github.com/corralhq/corral/internal/telemetry/otlp"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/usage"
@@ -49,6 +52,7 @@ type gatewayOptions struct {
 type gateway struct {
 	http.Handler
 	srv     *server.Server
+	traces  *otlp.Provider // nil when tracing is off
 	closers []func()
 }
 
@@ -123,7 +127,28 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	}
 	m := metrics.New()
 	m.CountLogDrops(o.LogDropped)
-	router, reloadUpstreams, err := newRouter(cfg, getenv, m, log, o.Demo)
+	tp, err := otlp.New(ctx, otlp.Options{Getenv: getenv})
+	if err != nil {
+		return nil, err
+	}
+	var tracer trace.Tracer // nil: attempts are not traced
+	if tp.Enabled() {
+		tracer = telemetry.Tracer(tp.TracerProvider())
+		// run flushes it within the shutdown's grace once the flights
+		// have ended; this closer stops it on every other way out
+		// (a wiring error, a test), a no-op after run's.
+		gw.traces = tp
+		grace := cfg.ShutdownTimeout
+		gw.closers = append(gw.closers, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), grace)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				log.Warn("tracing: spans not flushed at shutdown", slog.String("error", err.Error()))
+			}
+		})
+		log.Info("tracing on", slog.String("protocol", tp.Protocol), slog.String("endpoint", upstream.Redact(tp.Endpoint)))
+	}
+	router, reloadUpstreams, err := newRouter(cfg, getenv, m, tracer, log, o.Demo)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +169,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		FailOnWaitTimeout: cfg.WaitTimeoutFail,
 		LeaderWait:        cfg.LeaderWait,
 		Metrics:           m,
+		Tracing:           tp.TracerProvider(),
 		AdminToken:        cfg.AdminToken,
 	}
 	if cfg.TenantsFile != "" || reloadUpstreams != nil {

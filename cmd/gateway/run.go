@@ -19,6 +19,7 @@ import (
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/httpserve"
 	"github.com/corralhq/corral/internal/logsink"
+	"github.com/corralhq/corral/internal/telemetry"
 )
 
 // run is the whole program behind main: parse arguments, load config,
@@ -109,6 +110,13 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 			log.Warn("shutdown: flights still running after the grace period")
 		}
 	}
+	// The spans of what just ended are flushed in what is left of the
+	// grace period (the deferred Close only stops what this did not).
+	fctx, fcancel := context.WithDeadline(context.Background(), end)
+	defer fcancel()
+	if ferr := gw.traces.Shutdown(fctx); ferr != nil {
+		log.Warn("shutdown: spans not flushed within the grace period", slog.String("error", ferr.Error()))
+	}
 	return err
 }
 
@@ -151,7 +159,9 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, d httpserve.Dra
 func newLogger(w io.Writer, level string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(strings.ToUpper(level))) // validated by config
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: durationText}))
+	// Lines logged with a request's context carry its trace_id and
+	// span_id when it is traced.
+	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: durationText})))
 }
 
 // durationText logs durations as operators write them ("30s", "1m30s"),

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/metrics"
@@ -40,8 +42,8 @@ func upstreamSet(cfg config.Config, getenv func(string) (string, bool)) (*failov
 // newRouter routes over the upstreams file's upstreams, or over the one
 // default upstream of CORRAL_UPSTREAM_URL when there is no file. reload
 // re-reads the file (nil without one).
-func newRouter(cfg config.Config, getenv func(string) (string, bool), m *metrics.Metrics, log *slog.Logger, demo bool) (r *failover.Router, reload func() (*failover.Set, error), err error) {
-	opts := failover.Options{Timeout: cfg.UpstreamTimeout, Observer: m}
+func newRouter(cfg config.Config, getenv func(string) (string, bool), m *metrics.Metrics, tracer trace.Tracer, log *slog.Logger, demo bool) (r *failover.Router, reload func() (*failover.Set, error), err error) {
+	opts := failover.Options{Timeout: cfg.UpstreamTimeout, Observer: m, Tracer: tracer}
 	if demo {
 		// The mock model speaks both APIs: one upstream for each.
 		up, err := upstream.New(upstream.Options{BaseURL: cfg.UpstreamURL, Timeout: cfg.UpstreamTimeout})

@@ -56,6 +56,9 @@ func (c *Coalescer) call(ctx context.Context, req *Request, k keys, st *state, p
 		u := req.Format.Usage(body)
 		e.PromptTokens, e.CompletionTokens = u.Prompt, u.Completion
 		c.charge(sctx, req, u)
+		if resp.Finished != nil {
+			resp.Finished(body, u)
+		}
 		out.Stored = c.storeAnswer(sctx, req, k, e)
 	case negcache.StoreNegative:
 		e.Header = resp.Kept
@@ -118,7 +121,7 @@ func (c *Coalescer) relay(ctx context.Context, req *Request, k keys, st *state, 
 		// The final event is relayed after the answer is stored, so a
 		// client that saw the end and asks again at once finds the entry.
 		asm.Add(ev)
-		out, err := c.finish(ctx, req, k, asm, resp.Header)
+		out, err := c.finish(ctx, req, k, asm, resp)
 		st.rec.Append(ev)
 		st.endStream(out)
 		// Drain what little may follow so the connection is reused.
@@ -130,7 +133,7 @@ func (c *Coalescer) relay(ctx context.Context, req *Request, k keys, st *state, 
 // finish assembles and stores a stream that reached its final event. It
 // stores even if every client has just left, because the answer is whole
 // and already paid for.
-func (c *Coalescer) finish(ctx context.Context, req *Request, k keys, asm wire.Assembler, h map[string][]string) (Outcome, error) {
+func (c *Coalescer) finish(ctx context.Context, req *Request, k keys, asm wire.Assembler, resp *Response) (Outcome, error) {
 	body, u, err := asm.Finish()
 	if err != nil {
 		// A broken stream (an error event, a choice without a finish
@@ -141,7 +144,10 @@ func (c *Coalescer) finish(ctx context.Context, req *Request, k keys, asm wire.A
 	if u.Known {
 		c.charge(sctx, req, u)
 	}
-	e := answerEntry(body, u, h)
+	if resp.Finished != nil {
+		resp.Finished(body, u)
+	}
+	e := answerEntry(body, u, resp.Header)
 	return Outcome{Entry: e, Stored: c.storeAnswer(sctx, req, k, e)}, nil
 }
 

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/corralhq/corral/internal/cache/entry"
 	"github.com/corralhq/corral/internal/coalesce/flight"
 	"github.com/corralhq/corral/internal/keying"
@@ -70,6 +73,9 @@ type Options struct {
 	// of one stale entry (on any instance), so a failing upstream gets no
 	// storm of refreshes. Default 5s.
 	RefreshBackoff time.Duration
+	// Tracer records the lock wait across instances; nil records
+	// nothing.
+	Tracer trace.Tracer
 	// Now is the clock that decides whether a stored entry is still fresh
 	// (entry.Classify); it should be the store's. Default time.Now.
 	Now func() time.Time
@@ -104,6 +110,9 @@ func New(o Options) (*Coalescer, error) {
 	}
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
+	}
+	if o.Tracer == nil {
+		o.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	if o.Health == nil {
 		o.Health = alwaysHealthy{}
@@ -323,6 +332,9 @@ func (c *Coalescer) Join(tenant, hash string, build func() *Request) *Flight {
 	f, leader := g.Join(hash, func() (*state, flight.Work) {
 		st := &state{rec: flight.NewRecord(), streaming: make(chan struct{})}
 		req := build()
+		if req.Span != nil {
+			st.span = req.Span.SpanContext()
+		}
 		c.running.Add(1) // under the group's lock, before the work starts
 		return st, func(ctx context.Context) error {
 			defer c.running.Done()
@@ -380,6 +392,7 @@ type state struct {
 	mirrored  bool // the stream is another instance's
 	streamed  Outcome
 	out       Outcome
+	span      trace.SpanContext // the leader request's flight span, set before anyone joins
 }
 
 // Flight is one caller's membership of a flight.
@@ -409,6 +422,10 @@ func closed(ch <-chan struct{}) bool {
 	}
 	return true
 }
+
+// LeaderSpan is the flight span of the request that started the flight
+// (invalid when it was not traced), for a follower's link.
+func (f *Flight) LeaderSpan() trace.SpanContext { return f.f.Value().span }
 
 // Header is the stream's response header; valid once Streaming is closed.
 func (f *Flight) Header() map[string][]string { return f.f.Value().header }

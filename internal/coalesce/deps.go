@@ -5,7 +5,10 @@ import (
 	"io"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralhq/corral/internal/cache/entry"
+	"github.com/corralhq/corral/internal/wire"
 )
 
 // Store holds answers and remembered failures (cache.Memory, cache.Redis).
@@ -99,6 +102,21 @@ type Response struct {
 	// Changed reports that the body sent was the prepared one, not the
 	// client's (wire.Format.Prepare): a 400 to it is not remembered.
 	Changed bool
+	// Finished, when set, is told a positive answer once it is whole (the
+	// body read, or the stream assembled) with its usage, before Body is
+	// closed: the upstream attempt's span records the tokens. Nil: nobody
+	// is told.
+	Finished func(body []byte, u wire.Usage)
+}
+
+// LeaderSpans is a Locker whose lock carries the span of the flight that
+// holds it (coalesce/redisflight), so that a flight waiting for another
+// instance's leader links its span to that leader's: a coalesced
+// request's trace shows whose call it waited for.
+type LeaderSpans interface {
+	// HolderSpan is the span of name's holder; an invalid SpanContext
+	// when nobody holds it or the holder carried none.
+	HolderSpan(ctx context.Context, name string) (trace.SpanContext, error)
 }
 
 // Observer is told what flights do, for metrics and usage.

@@ -6,7 +6,10 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralhq/corral/internal/cache/entry"
+	"github.com/corralhq/corral/internal/telemetry"
 )
 
 // run is a flight's work: become the one leader across instances (or
@@ -19,6 +22,9 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 		// here: it runs to its end (each step has its own timeout) even
 		// when every local waiter has left.
 		ctx = context.WithoutCancel(ctx)
+	}
+	if req.Span != nil {
+		ctx = trace.ContextWithSpan(ctx, req.Span) // the flight's steps are the leader's flight span's children
 	}
 	// Stop ends every flight at once, with ErrShutdown as its cause.
 	ctx, end := context.WithCancelCause(ctx)
@@ -134,6 +140,16 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 	if c.o.Locker == nil {
 		return l, nil
 	}
+	var wait trace.Span  // the wait for another instance's leader, once it begins
+	result := "degraded" // how the wait ended, when there was one
+	endWait := func() {
+		if wait != nil {
+			wait.SetAttributes(telemetry.LockResult.String(result))
+			wait.End()
+			wait = nil
+		}
+	}
+	defer endWait()
 	deadline := time.NewTimer(c.o.WaitTimeout)
 	defer deadline.Stop()
 	combined := c.readsWithLock(req)
@@ -163,9 +179,11 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			release, ok, found, err = c.o.Locker.TryAcquireOrRead(ctx, k.lock, read, clear...)
 			if err == nil {
 				if e, neg := c.pickFound(found); e != nil {
+					result = "answered"
 					return leadership{done: true, waited: l.waited, out: Outcome{Entry: e, Source: storedSource(neg, l.waited)}}, nil
 				}
 				if len(found) > 2 && found[2] != nil {
+					result = "leader_failed"
 					return failedLeader(found[2]), nil
 				}
 				looked = true
@@ -182,6 +200,7 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			var found []*entry.Entry
 			release, ok, found, err = c.o.Locker.TryAcquireOrRead(ctx, k.lock, []string{k.failure}, clear...)
 			if err == nil && len(found) > 0 && found[0] != nil {
+				result = "leader_failed"
 				return failedLeader(found[0]), nil
 			}
 		default:
@@ -203,6 +222,10 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 				// The leader we waited for released or lost its lock
 				// without an answer (it failed, or its instance died).
 				c.o.Observer.TookOver()
+				result = "took_over"
+				if req.Span != nil {
+					req.Span.SetAttributes(telemetry.FlightRole.String("leader"), telemetry.TookOver.Bool(true))
+				}
 			}
 			l.release, l.checked = release, looked
 			return l, nil
@@ -212,6 +235,9 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			// that stores a new answer all the same).
 			return leadership{done: true}, nil
 		}
+		if !l.waited {
+			wait = c.startWait(ctx, req, k)
+		}
 		l.waited = true // another instance holds the lock
 		// Watch before looking, so a "done" sent between the look and the
 		// wait is not missed. A Redis error here is not a reason to lead:
@@ -220,6 +246,7 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 		if !looked {
 			if e, _ := c.lookup(ctx, k.entry, k.negative, req.MinStoredAt); e != nil {
 				unwatch()
+				result = "answered"
 				return leadership{done: true, waited: l.waited, out: Outcome{Entry: e, Source: Coalesced}}, nil
 			}
 		}
@@ -229,6 +256,8 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			// and then this flight leads a new one.
 			if follow, ferr := c.o.Streams.Followable(ctx, k.stream); ferr == nil && follow {
 				unwatch()
+				result = "mirrored"
+				endWait() // mirroring the stream is no longer waiting
 				out, err := c.mirror(ctx, req, k, st)
 				return leadership{done: true, waited: l.waited, out: out}, err
 			}
@@ -239,12 +268,12 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 		case <-ch:
 		case <-poll.C:
 		case <-deadline.C:
-			stop = true
+			stop, result = true, "timeout"
 			if c.o.FailOnWaitTimeout {
 				l.done, err = true, ErrWaitTimeout
 			}
 		case <-ctx.Done():
-			stop, l.done, err = true, true, context.Cause(ctx)
+			stop, l.done, err, result = true, true, context.Cause(ctx), "canceled"
 		}
 		unwatch()
 		poll.Stop()
@@ -252,6 +281,30 @@ func (c *Coalescer) lead(ctx context.Context, req *Request, k keys, st *state) (
 			return l, err
 		}
 	}
+}
+
+// startWait begins the span of a traced flight's wait for another
+// instance's leader, marks the flight a follower and links both to the
+// leader's span, which the lock's value carries (LeaderSpans). Reading it
+// costs one more Redis round trip per wait, made only when traced. nil
+// when the flight is not traced.
+func (c *Coalescer) startWait(ctx context.Context, req *Request, k keys) trace.Span {
+	if req.Span == nil || !req.Span.IsRecording() {
+		return nil
+	}
+	req.Span.SetAttributes(telemetry.FlightRole.String("follower"))
+	var opts []trace.SpanStartOption
+	if ls, ok := c.o.Locker.(LeaderSpans); ok {
+		// Read before the wait's span starts, so that whoever sees the
+		// wait begin sees it linked.
+		if sc, err := ls.HolderSpan(ctx, k.lock); err == nil && sc.IsValid() {
+			link := trace.Link{SpanContext: sc}
+			req.Span.AddLink(link)
+			opts = append(opts, trace.WithLinks(link))
+		}
+	}
+	_, span := c.o.Tracer.Start(ctx, telemetry.SpanLockWait, opts...)
+	return span
 }
 
 // failedLeader is how a waiter's lead ends when the leader it waited for

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralhq/corral/internal/cache/entry"
 	"github.com/corralhq/corral/internal/wire"
 )
@@ -46,6 +48,13 @@ type Request struct {
 	// the request names, such as a previous_response_id); "" routes by
 	// API and model.
 	Upstream string
+
+	// Span is the leader request's flight span (telemetry.SpanFlight),
+	// nil when the request is not traced: the flight's steps (the lock
+	// wait, the upstream attempts) are its children, and a flight that
+	// ends up following another instance's leader marks it so and links
+	// it to the leader's span. Its context travels in the lock's value.
+	Span trace.Span
 
 	Leaders    Leaders // the tenant's semaphore of upstream calls
 	MaxLeaders int

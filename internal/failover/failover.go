@@ -21,7 +21,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralhq/corral/internal/pool"
+	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/upstream"
 )
 
@@ -55,6 +60,7 @@ type Router struct {
 	set     atomic.Pointer[Set]
 	timeout time.Duration
 	obs     Observer
+	tracer  trace.Tracer // nil: attempts are not traced
 	now     func() time.Time
 	passive bool // outcomes feed the pool's health (off for a lone upstream)
 }
@@ -66,6 +72,9 @@ type Options struct {
 	Timeout time.Duration
 	// Observer sees attempts; nil sees nothing.
 	Observer Observer
+	// Tracer records each attempt as a client span with the GenAI
+	// attributes (see attempt); nil records nothing.
+	Tracer trace.Tracer
 	// Now is the clock (Retry-After dates). Default time.Now.
 	Now func() time.Time
 	// NoHealth keeps no cooldowns or circuits: with one upstream there is
@@ -76,7 +85,7 @@ type Options struct {
 
 // New returns a router over set.
 func New(set *Set, o Options) *Router {
-	r := &Router{timeout: o.Timeout, obs: o.Observer, now: o.Now, passive: !o.NoHealth}
+	r := &Router{timeout: o.Timeout, obs: o.Observer, tracer: o.Tracer, now: o.Now, passive: !o.NoHealth}
 	if r.timeout <= 0 {
 		r.timeout = 120 * time.Second
 	}
@@ -135,11 +144,14 @@ func (r *Router) Do(ctx context.Context, api, model string, req upstream.Request
 			last = nil
 		}
 		start := time.Now()
-		resp, err := set.Clients[m.Name].Do(ctx, req)
+		actx, span := r.attempt(ctx, m, model, req, tried)
+		resp, err := set.Clients[m.Name].Do(actx, req)
 		outcome := r.judge(set.Pool, m, resp, err)
 		if r.obs != nil {
 			r.obs.Attempt(m.Name, outcome, time.Since(start))
 		}
+		answer := err == nil && (outcome == "answer" || i == len(cands)-1)
+		span = endAttempt(span, resp, err, outcome, answer)
 		if err != nil {
 			lastErr = err
 			if ctx.Err() != nil {
@@ -149,8 +161,8 @@ func (r *Router) Do(ctx context.Context, api, model string, req upstream.Request
 		}
 		resp.Header.Del(UpstreamHeader)
 		resp.Header.Set(UpstreamHeader, m.Name)
-		if outcome == "answer" || i == len(cands)-1 {
-			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+		if answer {
+			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel, span: span}
 			return resp, nil
 		}
 		last = resp // a trigger: kept in case nothing better comes
@@ -175,18 +187,20 @@ func (r *Router) DoAt(ctx context.Context, name string, req upstream.Request) (*
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	start := time.Now()
-	resp, err := c.Do(ctx, req)
+	actx, span := r.attempt(ctx, m, "", req, 1)
+	resp, err := c.Do(actx, req)
 	outcome := r.judge(set.Pool, m, resp, err)
 	if r.obs != nil {
 		r.obs.Attempt(m.Name, outcome, time.Since(start))
 	}
+	span = endAttempt(span, resp, err, outcome, err == nil)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	resp.Header.Del(UpstreamHeader)
 	resp.Header.Set(UpstreamHeader, m.Name)
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel, span: span}
 	return resp, nil
 }
 
@@ -297,14 +311,84 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// cancelOnClose releases the call's overall deadline with its body.
+// cancelOnClose releases the call's overall deadline with its body, and
+// ends the answering attempt's span (nil when not traced): the attempt
+// lasts until its answer has been read.
 type cancelOnClose struct {
 	io.ReadCloser
 	cancel context.CancelFunc
+	span   trace.Span
 }
 
 func (c *cancelOnClose) Close() error {
 	err := c.ReadCloser.Close()
 	c.cancel()
+	if c.span != nil {
+		c.span.End() // a second End is ignored
+	}
 	return err
+}
+
+// AttemptSpan is the span of the attempt that produced resp, still open
+// until resp's body is closed, so that whoever reads the answer can record
+// its usage on it; nil when the attempt was not traced.
+func AttemptSpan(resp *http.Response) trace.Span {
+	if c, ok := resp.Body.(*cancelOnClose); ok {
+		return c.span
+	}
+	return nil
+}
+
+// attempt starts the span of one attempt, a client span named
+// "{gen_ai.operation.name} {gen_ai.request.model}" (or the method, for a
+// call that is no model call: files, batches, ...), carried in the
+// returned context so the upstream client sends its traceparent. model is
+// "" when the call is routed by name; the caller may add it.
+func (r *Router) attempt(ctx context.Context, m *pool.Member, model string, req upstream.Request, n int) (context.Context, trace.Span) {
+	if r.tracer == nil {
+		return ctx, nil
+	}
+	op := telemetry.Operation(req.Path)
+	name := req.Method
+	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs = append(attrs, telemetry.Upstream.String(m.Name), telemetry.Attempt.Int(n),
+		telemetry.GenAIProvider.String(m.API), telemetry.GenAISystem.String(m.API))
+	if op != "" {
+		name = op
+		attrs = append(attrs, telemetry.GenAIOperation.String(op))
+	}
+	if model != "" {
+		name += " " + model
+		attrs = append(attrs, telemetry.GenAIRequestModel.String(model))
+	}
+	return r.tracer.Start(ctx, name, clientKind, trace.WithAttributes(attrs...))
+}
+
+// clientKind is built once: an option boxed per call is an allocation.
+var clientKind = trace.WithSpanKind(trace.SpanKindClient)
+
+// endAttempt records how an attempt went and ends its span, unless the
+// attempt's answer is going to the caller (keep): that span ends with the
+// answer's body and is returned. It returns nil otherwise.
+func endAttempt(span trace.Span, resp *http.Response, err error, outcome string, keep bool) trace.Span {
+	if span == nil {
+		return nil
+	}
+	span.SetAttributes(telemetry.Outcome.String(outcome))
+	switch {
+	case err != nil:
+		span.SetAttributes(telemetry.ErrorType.String(outcome))
+		span.SetStatus(codes.Error, outcome) // the kind only: an error's text may name the upstream's URL
+	default:
+		span.SetAttributes(telemetry.HTTPStatusCode.Int(resp.StatusCode))
+		if resp.StatusCode >= 400 {
+			span.SetAttributes(telemetry.ErrorType.String(strconv.Itoa(resp.StatusCode)))
+			span.SetStatus(codes.Error, "")
+		}
+	}
+	if keep {
+		return span
+	}
+	span.End()
+	return nil
 }

@@ -9,9 +9,12 @@ import (
 
 	"github.com/corralhq/corral/internal/cache/entry"
 	"github.com/corralhq/corral/internal/coalesce"
+	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/negcache"
+	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/usage"
+	"github.com/corralhq/corral/internal/wire"
 )
 
 // caller is the flight layer's upstream: one HTTP call through the
@@ -36,7 +39,7 @@ func (c caller) Call(ctx context.Context, req *coalesce.Request) (*coalesce.Resp
 		resp.Body.Close()
 		if bytes.Contains(body, []byte("stream_options")) {
 			s.noSplice.Store(true)
-			s.log.Warn("the upstream rejects stream_options; streaming answers will be stored without usage")
+			s.log.WarnContext(ctx, "the upstream rejects stream_options; streaming answers will be stored without usage")
 			changed = false
 			resp, err = s.send(ctx, req.Upstream, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: req.Original})
 		} else {
@@ -54,6 +57,12 @@ func (c caller) Call(ctx context.Context, req *coalesce.Request) (*coalesce.Resp
 		EventStream: isEventStream(resp.Header),
 		Body:        resp.Body,
 		Changed:     changed,
+	}
+	if span := failover.AttemptSpan(resp); span != nil && span.IsRecording() {
+		if req.Upstream != "" {
+			span.SetAttributes(telemetry.GenAIRequestModel.String(req.Model)) // routed by name, not by model
+		}
+		out.Finished = func(body []byte, u wire.Usage) { telemetry.SetUsage(span, body, u.Prompt, u.Completion, u.Known) }
 	}
 	if !out.EventStream || out.Status != http.StatusOK {
 		out.Kept = entry.KeepHeaders(resp.Header) // a relayed stream's entry is assembled, with headers of its own

@@ -7,11 +7,14 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/coalesce/flight"
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
+	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/wire"
@@ -94,7 +97,8 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 			return
 		}
 		req := s.flightRequest(c)
-		if out, ok := s.flights.Lookup(r.Context(), req); ok {
+		out, ok := s.lookup(r.Context(), req)
+		if ok {
 			rec.cache = sourceName(out.Source)
 			if out.Source == coalesce.Hit || out.Source == coalesce.Stale {
 				rec.saved = out.Entry.PromptTokens + out.Entry.CompletionTokens
@@ -212,7 +216,15 @@ func (s *Server) refresh(r *http.Request, c *call, req *coalesce.Request) {
 func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call, req *coalesce.Request) {
 	rec := recordFrom(r.Context())
 	var tokens *tenantTokens // the leader's tokens/min decision, made by its flight
+	_, span := s.span(r.Context(), telemetry.SpanFlight)
+	defer span.End()
 	f := s.flights.Join(c.t.ID, c.facts.Hash, func() *coalesce.Request {
+		if span.IsRecording() {
+			// Set before the flight starts: the flight may mark it a
+			// follower of another instance's leader.
+			span.SetAttributes(telemetry.FlightRole.String("leader"))
+			req.Span = span
+		}
 		req.Header = r.Header.Clone()
 		if c.facts.Stream && !s.noSplice.Load() {
 			if body, changed := c.format.Prepare(c.facts, c.body); changed {
@@ -227,6 +239,10 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call, re
 	})
 	defer f.Leave()
 	joined := time.Now()
+	if !f.Leader() && span.IsRecording() {
+		span.SetAttributes(telemetry.FlightRole.String("follower"))
+		span.AddLink(trace.Link{SpanContext: f.LeaderSpan()})
+	}
 
 	select {
 	case <-f.Streaming():
@@ -274,7 +290,7 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call, re
 		var pe *flight.PanicError
 		switch {
 		case errors.As(err, &pe):
-			s.log.Error("flight panicked", "panic", pe.Value, "stack", string(pe.Stack))
+			s.log.ErrorContext(r.Context(), "flight panicked", "panic", pe.Value, "stack", string(pe.Stack))
 		case aerr.Status == http.StatusTooManyRequests, aerr == errNoUpstreamForModel:
 			// Corral's own refusal (tokens/min, tenant_concurrency_exceeded,
 			// a model no upstream serves; an upstream 429 is an entry) is no

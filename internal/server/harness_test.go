@@ -167,6 +167,20 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 	return h
 }
 
+// withServer is a harness option that also applies f to every instance's
+// Options, after whatever server option came before it.
+func withServer(f func(*Options)) func(*harnessOptions) {
+	return func(o *harnessOptions) {
+		prev := o.server
+		o.server = func(so *Options) {
+			if prev != nil {
+				prev(so)
+			}
+			f(so)
+		}
+	}
+}
+
 // testRedisClient is a client configured as cmd/gateway configures its own:
 // fail fast, honour context deadlines.
 func testRedisClient(tb testing.TB, srv *redistest.Server) *redis.Client {

@@ -22,15 +22,7 @@ import (
 
 const adminToken = "admin-secret-token"
 
-func withAdmin(o *harnessOptions) {
-	prev := o.server
-	o.server = func(so *Options) {
-		if prev != nil {
-			prev(so)
-		}
-		so.AdminToken = adminToken
-	}
-}
+var withAdmin = withServer(func(so *Options) { so.AdminToken = adminToken })
 
 // adminDo calls an admin endpoint with the given bearer token.
 func adminDo(t *testing.T, base, method, path, token string) (int, string) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/ratelimit"
+	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/tenant"
 )
 
@@ -41,7 +42,13 @@ func (s *Server) takeTokens(ctx context.Context, t *tenant.Tenant, kind ratelimi
 		return ratelimit.Result{}, nil
 	}
 	limit := ratelimit.PerMinute(perMinute)
+	ctx, span := s.span(ctx, telemetry.SpanRateLimit)
 	res, err := s.limiter.AllowN(ctx, key, limit, n)
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.RateLimitKind.String(kind.Suffix()), telemetry.RateLimitAllowed.Bool(err != nil || res.Allowed),
+			telemetry.RateLimitRemaining.Int(res.Remaining))
+		span.End()
+	}
 	switch {
 	case errors.Is(err, ratelimit.ErrExceedsBurst):
 		s.metrics.RateLimited(t.ID, kind.Suffix())

@@ -21,7 +21,7 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				log.Error("panic serving request",
+				log.ErrorContext(r.Context(), "panic serving request",
 					slog.String("request_id", requestIDFrom(r.Context())),
 					slog.Any("panic", v),
 					slog.String("stack", string(debug.Stack())))

@@ -87,6 +87,8 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 	ew := s.startEvents(w, o.format)
 	defer ew.close()
 	defer s.closeOnStop(body)()
+	st := s.startStream(r.Context())
+	defer st.end()
 	er := sse.NewEventReader(body)
 	done := false
 	for {
@@ -118,6 +120,9 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 		}
 		if !ew.send(nil, ev) {
 			return // client gone; returning cancels the upstream call
+		}
+		if st != nil {
+			st.sent(nil, [][]byte{ev})
 		}
 	}
 }

@@ -67,6 +67,8 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, c *call, f
 	setCacheHeaders(h, source, nil, false, c.ctl, s.now())
 	ew := s.startEvents(w, c.format)
 	defer ew.close()
+	st := s.startStream(r.Context())
+	defer st.end()
 	cur := f.Cursor()
 	skip := c.format.Hidden(c.facts)
 	for {
@@ -85,5 +87,6 @@ func (s *Server) followStream(w http.ResponseWriter, r *http.Request, c *call, f
 		if !ew.send(skip, batch...) {
 			return false
 		}
+		st.sent(skip, batch)
 	}
 }

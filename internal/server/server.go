@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/corralhq/corral/internal/breaker"
 	"github.com/corralhq/corral/internal/coalesce"
@@ -27,6 +28,7 @@ import (
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
+	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/usage"
@@ -107,6 +109,10 @@ type Options struct {
 	// batches, stored responses, ...). Default: in memory, which a restart
 	// forgets; cmd/gateway wires Redis or a bbolt file.
 	Objects *objects.Registry
+	// Tracing records the requests' spans (internal/telemetry); nil
+	// traces nothing: no span is started, and a client's traceparent is
+	// forwarded upstream as it came.
+	Tracing trace.TracerProvider
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -152,6 +158,8 @@ type Server struct {
 	reloadMu   sync.Mutex  // serialises reloads
 	noSplice   atomic.Bool // the upstream rejected the prepared body once (stream_options)
 	objects    *objects.Registry
+	tracer     trace.Tracer
+	tracing    bool // Options.Tracing was set
 	now        func() time.Time
 	stopped    context.Context // ends at Stop: open streams end with their error event
 	stopNow    context.CancelFunc
@@ -188,6 +196,8 @@ func New(o Options) (*Server, error) {
 		adminToken: o.AdminToken,
 		reload:     o.Reload,
 		objects:    o.Objects,
+		tracer:     telemetry.Tracer(o.Tracing),
+		tracing:    o.Tracing != nil,
 		now:        o.Now,
 	}
 	if s.objects == nil {
@@ -221,6 +231,7 @@ func New(o Options) (*Server, error) {
 		WaitTimeout:       o.WaitTimeout,
 		FailOnWaitTimeout: o.FailOnWaitTimeout,
 		LeaderWait:        o.LeaderWait,
+		Tracer:            s.tracer,
 		Now:               s.now,
 	}
 	if o.Distributed {
@@ -235,7 +246,11 @@ func New(o Options) (*Server, error) {
 	}
 	s.flights = flights
 	if s.up == nil {
-		s.up = failover.Single(defaultUpstream, "openai", o.Upstream, failover.Options{Timeout: 24 * time.Hour})
+		fo := failover.Options{Timeout: 24 * time.Hour}
+		if s.tracing {
+			fo.Tracer = s.tracer
+		}
+		s.up = failover.Single(defaultUpstream, "openai", o.Upstream, fo)
 	}
 	s.tenants.Store(o.Tenants)
 	s.handler = s.routes()
@@ -270,7 +285,7 @@ func (s *Server) routes() http.Handler {
 	// The edge and /v1 middleware, listed once: chi runs them for every
 	// route, and the direct model routes (ServeHTTP) are wrapped in the
 	// same lists, so a middleware added here reaches both.
-	edge := []func(http.Handler) http.Handler{writeDeadline(s.writeStall), requestID(s.ids), s.countInFlight, accessLog(s.log, s.observe), recoverer(s.log)}
+	edge := []func(http.Handler) http.Handler{writeDeadline(s.writeStall), requestID(s.ids), s.traceRequests, s.countInFlight, accessLog(s.log, s.observe), recoverer(s.log)}
 	v1 := []func(http.Handler) http.Handler{bodyLimit(s.maxBody), s.authenticate, s.limitRequests}
 	s.direct = map[string]http.Handler{}
 	post := func(r chi.Router, path string, h http.HandlerFunc) {

@@ -61,6 +61,11 @@ type upSpec struct {
 }
 
 func routerOver(specs ...upSpec) *failover.Router {
+	return routerWith(failover.Options{Timeout: 10 * time.Second}, specs...)
+}
+
+// routerWith is routerOver with the router's options.
+func routerWith(o failover.Options, specs ...upSpec) *failover.Router {
 	var ms []*pool.Member
 	clients := map[string]failover.Doer{}
 	for _, s := range specs {
@@ -71,7 +76,7 @@ func routerOver(specs ...upSpec) *failover.Router {
 		ms = append(ms, &pool.Member{Name: s.f.name, API: "openai", Priority: s.priority, Weight: s.weight})
 		clients[s.f.name] = c
 	}
-	return failover.New(&failover.Set{Pool: pool.New(ms, pool.Options{}), Clients: clients}, failover.Options{Timeout: 10 * time.Second})
+	return failover.New(&failover.Set{Pool: pool.New(ms, pool.Options{}), Clients: clients}, o)
 }
 
 // withRouters gives every instance its own router over the same fakes.

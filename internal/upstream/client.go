@@ -14,6 +14,10 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/corralhq/corral/internal/telemetry"
 )
 
 // Options configure a Client. Zero values take the documented defaults.
@@ -164,6 +168,10 @@ func (c *Client) send(ctx context.Context, req Request) (*http.Response, error) 
 	if c.auth != "" {
 		hreq.Header.Set(c.authName, c.auth)
 	}
+	// The call's own span (failover's attempt), when traced, replaces the
+	// client's traceparent: the upstream's spans become the attempt's
+	// children. Untraced, the client's headers pass as they came.
+	telemetry.Propagator.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
 	return c.hc.Do(hreq)
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/cache/entry"
@@ -127,6 +128,18 @@ func (a *Locker) TryAcquireOrRead(ctx context.Context, name string, keys []strin
 func (a *Locker) Holder(ctx context.Context, name string) (string, error) {
 	return a.l.Holder(ctx, name)
 }
+
+// HolderSpan is the span the holder's token carries
+// (redislock.SpanOf).
+func (a *Locker) HolderSpan(ctx context.Context, name string) (trace.SpanContext, error) {
+	token, err := a.l.Holder(ctx, name)
+	if err != nil {
+		return trace.SpanContext{}, err
+	}
+	return redislock.SpanOf(token), nil
+}
+
+var _ coalesce.LeaderSpans = (*Locker)(nil)
 
 // Streams is livestream's Streams as coalesce.Streams.
 type Streams struct{ s *livestream.Streams }

@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
 	"fmt"
 	"time"
@@ -23,7 +22,7 @@ var acquireReadScript = redis.NewScript(acquireReadLua)
 // has one entry per key, nil where the key is absent. The keys must share
 // the lock's hash tag (one Cluster slot), as a prompt's keys do.
 func (l *Locker) TryAcquireOrRead(ctx context.Context, name string, keys []string, clear ...string) (lease *Lease, ok bool, vals [][]byte, err error) {
-	token := rand.Text()
+	token := newToken(ctx)
 	sent := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, l.opTimeout)
 	defer cancel()

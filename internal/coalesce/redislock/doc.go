@@ -23,6 +23,10 @@
 // passed since the last successful renewal, by which time the key has
 // expired in Redis too.
 //
+// The token may carry the holder's span after a ';' (the W3C traceparent
+// of the leader's flight span, only when it is sampled), so a waiter on
+// another instance links its trace to the leader's ([SpanOf]).
+//
 // Lock names are opaque full keys such as "corral:v1:{acme:<hash>}:l"; the
 // hash tag keeps each lock in its prompt's Cluster slot.
 //

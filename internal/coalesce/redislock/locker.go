@@ -2,7 +2,6 @@ package redislock
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -84,7 +83,7 @@ func (l *Locker) TTL() time.Duration { return l.ttl }
 // applied and only its reply lost. Such an orphan lock has no renewer and
 // expires after one TTL.
 func (l *Locker) TryAcquire(ctx context.Context, name string) (lease *Lease, ok bool, err error) {
-	token := rand.Text() // 128 random bits
+	token := newToken(ctx) // 128 random bits, and the holder's span
 	// The TTL counts from no earlier than now, so a renewal deadline
 	// measured from here is conservative.
 	sent := time.Now()
