@@ -18,11 +18,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/corralhq/corral/internal/bench"
@@ -30,13 +27,7 @@ import (
 
 func main() {
 	bench.MaybeRunFloor() // when started as the harness's floor proxy
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "corralbench:", err)
-		os.Exit(1)
-	}
+	bench.Main("corralbench", run)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

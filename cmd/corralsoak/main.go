@@ -16,24 +16,15 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/corralhq/corral/internal/bench"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "corralsoak:", err)
-		os.Exit(1)
-	}
+	bench.Main("corralsoak", run)
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
