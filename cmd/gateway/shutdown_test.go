@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/tenant"
+	"github.com/corralhq/corral/internal/wire/anthropic"
 	"github.com/corralhq/corral/internal/wire/openai"
 	"github.com/corralhq/corral/internal/wire/responses"
 )
@@ -67,7 +69,7 @@ func openStream(t *testing.T, base, path, body string, hdr ...string) *sseStream
 // TestShutdownEndsStreams shuts a gateway down (in-process run, real
 // redis-server, CORRAL_SHUTDOWN_TIMEOUT=2s) while it relays streams of every
 // kind that outlast the grace period: a leader's, a local follower's, a
-// mirror of another instance's live stream, a bypass and a Responses
+// mirror of another instance's live stream, a bypass, a Responses and a Messages
 // stream. Each ends with its API's error event, the lock and live stream
 // keys the instance held are gone from Redis when run returns, the other
 // instance's follower of its stream ends with an error event too, and run
@@ -82,6 +84,10 @@ func TestShutdownEndsStreams(t *testing.T) {
 		"CORRAL_UPSTREAM_URL=" + up.URL + "/v1",
 		"CORRAL_TENANTS_FILE=" + file,
 		"CORRAL_SHUTDOWN_TIMEOUT=" + grace.String(),
+		// The mock answers both APIs: one upstream for each.
+		"CORRAL_UPSTREAMS_FILE=" + writeFile(t, filepath.Join(t.TempDir(), "upstreams.yaml"), "upstreams:\n"+
+			"  - {name: mock, url: "+up.URL+"/v1}\n"+
+			"  - {name: claude, api: anthropic, url: "+up.URL+"/v1}\n"),
 	}
 
 	// Instance B keeps running; it leads one stream and follows another.
@@ -108,6 +114,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	}
 	led, mirrored := chat("led by the instance that stops"), chat("led by the instance that stays")
 	resp := `{"model":"gpt-4o-mini","stream":true,` + long + `,"input":"a Responses stream"}`
+	msgs := `{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,` + long + `,"messages":[{"role":"user","content":"a Messages stream"}]}`
 
 	leader := openStream(t, a, "/v1/chat/completions", led)
 	<-leader.first
@@ -118,7 +125,8 @@ func TestShutdownEndsStreams(t *testing.T) {
 	mirror := openStream(t, a, "/v1/chat/completions", mirrored)
 	bypass := openStream(t, a, "/v1/chat/completions", chat("never cached"), "Cache-Control", "no-store")
 	respStream := openStream(t, a, "/v1/responses", resp)
-	for _, s := range []*sseStream{follower, elsewhere, mirror, bypass, respStream} {
+	msgStream := openStream(t, a, "/v1/messages", msgs, "anthropic-version", "2023-06-01")
+	for _, s := range []*sseStream{follower, elsewhere, mirror, bypass, respStream, msgStream} {
 		<-s.first
 	}
 
@@ -142,7 +150,11 @@ func TestShutdownEndsStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range []string{chatFacts.Hash, respFacts.Hash} {
+	msgFacts, err := anthropic.Format{}.Parse("acme", "/messages", []byte(msgs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{chatFacts.Hash, respFacts.Hash, msgFacts.Hash} {
 		for _, k := range []keying.Kind{keying.Lock, keying.Stream} {
 			name := keying.Name("acme", h, k)
 			if n, _ := rdb.Exists(bg, name).Result(); n != 0 {
@@ -162,6 +174,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 		{"mirror of another instance", mirror, chatError},
 		{"bypass", bypass, chatError},
 		{"responses", respStream, regexp.MustCompile(`^event: error\ndata: \{"type":"error","code":"gateway_shutting_down"`)},
+		{"messages", msgStream, regexp.MustCompile(`^event: error\ndata: \{"type":"error","error":\{"type":"api_error","message":"[^"]+"\}\}\n$`)},
 		// B's follower of A's stream learns of the break from A's end marker.
 		{"follower on the other instance", elsewhere, regexp.MustCompile(`^data: \{"error":\{`)},
 	}
