@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // stallWriter passes writes to w until stall is called; from then on each
@@ -150,5 +151,38 @@ func TestStalledLogNeverBlocksRequests(t *testing.T) {
 	// Written on shutdown, after the stall: nothing pending was lost.
 	if !strings.Contains(lines.String(), `"msg":"shutting down"`) {
 		t.Errorf("the shutdown line was not written before run returned")
+	}
+}
+
+// A log reader that never reads again must not keep the process alive:
+// after SIGTERM, run returns once the shutdown's deadline has passed
+// (CORRAL_SHUTDOWN_TIMEOUT), giving up on the lines stderr did not take.
+func TestStuckLogDoesNotHoldShutdown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdout, lines := newLineWriter(), newLineWriter()
+	stderr := &stallWriter{w: lines, entered: make(chan struct{}, 1)}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-demo"}, []string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_SHUTDOWN_TIMEOUT=1s", "CORRAL_DATA_DIR=" + t.TempDir()}, stdout, stderr)
+	}()
+	stdout.waitFor(t, regexp.MustCompile(`base URL: (http://\S+)/v1`))
+	lines.waitFor(t, regexp.MustCompile(`corral listening`))
+	stderr.stall()
+	defer stderr.release() // lets the sink's writer, stuck past run's end, exit
+	cancel()
+	<-stderr.entered // the shutdown's own line is stuck in stderr
+
+	// The shutdown deadline is 1 s; 10 s is a bound that only a process
+	// held by its log can miss.
+	limit := time.NewTimer(10 * time.Second)
+	defer limit.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run = %v after shutdown", err)
+		}
+	case <-limit.C:
+		t.Fatal("run did not return within 10 s of SIGTERM with a 1 s shutdown timeout while stderr took nothing")
 	}
 }
