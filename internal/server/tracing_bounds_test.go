@@ -1,0 +1,70 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/corralhq/corral/internal/telemetry"
+)
+
+// TestTraceBoundsClientText: what a client chooses (its request method,
+// its path, its model name) reaches span names and attributes bounded, so
+// one request cannot make a span the collector refuses (and with it the
+// batch of every other tenant's spans), nor mint span names at will.
+func TestTraceBoundsClientText(t *testing.T) {
+	l := newSpanLog()
+	h := newHarness(t, traced(l))
+
+	long := strings.Repeat("x", 64<<10)
+	req, err := http.NewRequest("BREW"+long[:1000], h.gw.URL+"/"+long, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	odd := l.until(t, "the server span of the odd method", func(_ []string, ended []sdktrace.ReadOnlySpan) bool {
+		for _, s := range ended {
+			if strings.HasPrefix(s.Name(), telemetry.OtherMethod) {
+				return true
+			}
+		}
+		return false
+	})
+	srv := odd[len(odd)-1]
+	if got := attrs(srv)["http.request.method"]; got != telemetry.OtherMethod {
+		t.Errorf("http.request.method = %.40q; want %q", got, telemetry.OtherMethod)
+	}
+	if got := attrs(srv)["url.path"].(string); got != "/"+long[:telemetry.MaxValueLen-1] {
+		t.Errorf("url.path is %d bytes; want the path cut to %d", len(got), telemetry.MaxValueLen)
+	}
+
+	chat := send(context.Background(), h.gw.URL, acmeKey, `{"model":"`+long+`","messages":[{"role":"user","content":"long model"}]}`)
+	if chat.err != nil {
+		t.Fatal(chat.err)
+	}
+	spans := l.until(t, "the chat's attempt span", func(_ []string, ended []sdktrace.ReadOnlySpan) bool {
+		for _, s := range ended {
+			if strings.HasPrefix(s.Name(), "chat ") {
+				return true
+			}
+		}
+		return false
+	})
+	for _, s := range spans {
+		if len(s.Name()) > len("chat ")+telemetry.MaxValueLen {
+			t.Errorf("span %.40q… has a %d-byte name", s.Name(), len(s.Name()))
+		}
+		for _, kv := range s.Attributes() {
+			if v := kv.Value.Emit(); len(v) > telemetry.MaxValueLen {
+				t.Errorf("span %.40q… attribute %s is %d bytes", s.Name(), kv.Key, len(v))
+			}
+		}
+	}
+}
