@@ -68,3 +68,45 @@ func TestTraceBoundsClientText(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceMalformedContext: a traceparent that is malformed or huge
+// starts a trace of Corral's own (no error, no remote parent), and the
+// upstream gets that trace's traceparent, not the client's text.
+func TestTraceMalformedContext(t *testing.T) {
+	l := newSpanLog()
+	h := newHarness(t, traced(l))
+	bad := []string{
+		"00-" + clientTraceID + "-" + clientSpanID + "-01" + strings.Repeat("-ff", 20000), // huge
+		"00-" + strings.Repeat("0", 32) + "-" + clientSpanID + "-01",                      // all-zero trace id
+		"zz-" + clientTraceID + "-" + clientSpanID + "-01",                                // bad version
+		"00-" + clientTraceID + "-" + clientSpanID,                                        // no flags
+	}
+	for i, tp := range bad {
+		a := send(context.Background(), h.gw.URL, acmeKey, chatBody("malformed "+string(rune('a'+i))), "Traceparent", tp)
+		if a.status != 200 {
+			t.Fatalf("traceparent %.40q…: status %d %s", tp, a.status, a.body)
+		}
+	}
+	spans := l.endedN(t, "POST /v1/chat/completions", len(bad))
+	seen := h.seenHeaders()
+	if len(seen) != len(bad) {
+		t.Fatalf("upstream calls = %d; want %d", len(seen), len(bad))
+	}
+	sent := map[string]bool{} // the trace ids of the upstream's traceparents
+	for _, hd := range seen {
+		tp := hd.Get("Traceparent")
+		if len(tp) != 55 || !strings.HasPrefix(tp, "00-") {
+			t.Errorf("upstream traceparent %.60q; want a well-formed one", tp)
+			continue
+		}
+		sent[tp[3:35]] = true
+	}
+	for i, srv := range named(spans, "POST /v1/chat/completions") {
+		if srv.Parent().IsValid() {
+			t.Errorf("server span %d has parent %v; want a root span", i, srv.Parent().SpanID())
+		}
+		if !sent[srv.SpanContext().TraceID().String()] {
+			t.Errorf("server span %d's trace reached no upstream call", i)
+		}
+	}
+}
