@@ -48,6 +48,22 @@ func (s *stallWriter) release() {
 	s.mu.Unlock()
 }
 
+// startStallable runs the demo gateway until ctx ends, with env added,
+// its log going through a stallWriter to lines; it returns once the
+// gateway listens, with its base URL and run's result to come on done.
+func startStallable(ctx context.Context, t *testing.T, env ...string) (base string, lines *lineWriter, stderr *stallWriter, done chan error) {
+	t.Helper()
+	stdout := newLineWriter()
+	lines = newLineWriter()
+	stderr = &stallWriter{w: lines, entered: make(chan struct{}, 1)}
+	done = make(chan error, 1)
+	env = append([]string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_DATA_DIR=" + t.TempDir()}, env...)
+	go func() { done <- run(ctx, []string{"-demo"}, env, stdout, stderr) }()
+	base = stdout.waitFor(t, regexp.MustCompile(`base URL: (http://\S+)/v1`))[1]
+	lines.waitFor(t, regexp.MustCompile(`corral listening`))
+	return base, lines, stderr, done
+}
+
 // A log reader that stops reading (a stuck pipe) costs log lines, counted
 // in corral_log_lines_dropped_total, never a request: every request is
 // answered while stderr takes nothing, and the lines still pending are
@@ -55,14 +71,7 @@ func (s *stallWriter) release() {
 func TestStalledLogNeverBlocksRequests(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout, lines := newLineWriter(), newLineWriter()
-	stderr := &stallWriter{w: lines, entered: make(chan struct{}, 1)}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-demo"}, []string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_DATA_DIR=" + t.TempDir()}, stdout, stderr)
-	}()
-	base := stdout.waitFor(t, regexp.MustCompile(`base URL: (http://\S+)/v1`))[1]
-	lines.waitFor(t, regexp.MustCompile(`corral listening`))
+	base, lines, stderr, done := startStallable(ctx, t)
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 	defer client.CloseIdleConnections()
@@ -160,14 +169,7 @@ func TestStalledLogNeverBlocksRequests(t *testing.T) {
 func TestStuckLogDoesNotHoldShutdown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout, lines := newLineWriter(), newLineWriter()
-	stderr := &stallWriter{w: lines, entered: make(chan struct{}, 1)}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-demo"}, []string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_SHUTDOWN_TIMEOUT=1s", "CORRAL_DATA_DIR=" + t.TempDir()}, stdout, stderr)
-	}()
-	stdout.waitFor(t, regexp.MustCompile(`base URL: (http://\S+)/v1`))
-	lines.waitFor(t, regexp.MustCompile(`corral listening`))
+	_, _, stderr, done := startStallable(ctx, t, "CORRAL_SHUTDOWN_TIMEOUT=1s")
 	stderr.stall()
 	defer stderr.release() // lets the sink's writer, stuck past run's end, exit
 	cancel()
