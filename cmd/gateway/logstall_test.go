@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // stallWriter passes writes to w until stall is called; from then on each
@@ -47,6 +48,22 @@ func (s *stallWriter) release() {
 	s.mu.Unlock()
 }
 
+// startStallable runs the demo gateway until ctx ends, with env added,
+// its log going through a stallWriter to lines; it returns once the
+// gateway listens, with its base URL and run's result to come on done.
+func startStallable(ctx context.Context, t *testing.T, env ...string) (base string, lines *lineWriter, stderr *stallWriter, done chan error) {
+	t.Helper()
+	stdout := newLineWriter()
+	lines = newLineWriter()
+	stderr = &stallWriter{w: lines, entered: make(chan struct{}, 1)}
+	done = make(chan error, 1)
+	env = append([]string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_DATA_DIR=" + t.TempDir()}, env...)
+	go func() { done <- run(ctx, []string{"-demo"}, env, stdout, stderr) }()
+	base = stdout.waitFor(t, regexp.MustCompile(`base URL: (http://\S+)/v1`))[1]
+	lines.waitFor(t, regexp.MustCompile(`corral listening`))
+	return base, lines, stderr, done
+}
+
 // A log reader that stops reading (a stuck pipe) costs log lines, counted
 // in corral_log_lines_dropped_total, never a request: every request is
 // answered while stderr takes nothing, and the lines still pending are
@@ -54,14 +71,7 @@ func (s *stallWriter) release() {
 func TestStalledLogNeverBlocksRequests(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stdout, lines := newLineWriter(), newLineWriter()
-	stderr := &stallWriter{w: lines, entered: make(chan struct{}, 1)}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-demo"}, []string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_DATA_DIR=" + t.TempDir()}, stdout, stderr)
-	}()
-	base := stdout.waitFor(t, regexp.MustCompile(`base URL: (http://\S+)/v1`))[1]
-	lines.waitFor(t, regexp.MustCompile(`corral listening`))
+	base, lines, stderr, done := startStallable(ctx, t)
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 	defer client.CloseIdleConnections()
@@ -150,5 +160,31 @@ func TestStalledLogNeverBlocksRequests(t *testing.T) {
 	// Written on shutdown, after the stall: nothing pending was lost.
 	if !strings.Contains(lines.String(), `"msg":"shutting down"`) {
 		t.Errorf("the shutdown line was not written before run returned")
+	}
+}
+
+// A log reader that never reads again must not keep the process alive:
+// after SIGTERM, run returns once the shutdown's deadline has passed
+// (CORRAL_SHUTDOWN_TIMEOUT), giving up on the lines stderr did not take.
+func TestStuckLogDoesNotHoldShutdown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, _, stderr, done := startStallable(ctx, t, "CORRAL_SHUTDOWN_TIMEOUT=1s")
+	stderr.stall()
+	defer stderr.release() // lets the sink's writer, stuck past run's end, exit
+	cancel()
+	<-stderr.entered // the shutdown's own line is stuck in stderr
+
+	// The shutdown deadline is 1 s; 10 s is a bound that only a process
+	// held by its log can miss.
+	limit := time.NewTimer(10 * time.Second)
+	defer limit.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run = %v after shutdown", err)
+		}
+	case <-limit.C:
+		t.Fatal("run did not return within 10 s of SIGTERM with a 1 s shutdown timeout while stderr took nothing")
 	}
 }

@@ -56,8 +56,16 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	// Log lines go through a bounded asynchronous sink, so no request
 	// waits on a write to stderr; it is closed last (deferred first), so
 	// every line, the shutdown's included, is written before run returns.
+	// A stderr nobody reads would hold that Close, and the process, past
+	// the shutdown deadline: the close gets what is left of it (logEnd,
+	// set once the shutdown's deadline is known), and at least a moment.
 	sink := logsink.New(stderr, logsink.Options{})
-	defer sink.Close()
+	var logEnd time.Time
+	defer func() {
+		ctx, cancel := context.WithDeadline(context.Background(), later(logEnd, time.Now().Add(logCloseFloor)))
+		defer cancel()
+		_ = sink.CloseContext(ctx) // nowhere left to report a log that cannot be written
+	}()
 	log := newLogger(sink, cfg.LogLevel)
 
 	// Wire first, listen second: a bad tenants file or a refused default
@@ -95,6 +103,7 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	if end.IsZero() { // serving failed before any shutdown
 		end = time.Now().Add(grace)
 	}
+	logEnd = end
 	// Flights may outlive their requests (a distributed leader finishes its
 	// call for waiters elsewhere); let them store and unlock before the
 	// deferred Close shuts the Redis client under them, within the same
@@ -236,4 +245,16 @@ func lookupIn(environ []string) func(string) (string, bool) {
 		}
 		return "", false
 	}
+}
+
+// logCloseFloor is the least time the log sink is given to write its last
+// lines at exit, even when the shutdown's deadline has passed.
+const logCloseFloor = 250 * time.Millisecond
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

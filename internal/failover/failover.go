@@ -349,7 +349,7 @@ func (r *Router) attempt(ctx context.Context, m *pool.Member, model string, req 
 		return ctx, nil
 	}
 	op := telemetry.Operation(req.Path)
-	name := req.Method
+	name := telemetry.Method(req.Method)
 	attrs := make([]attribute.KeyValue, 0, 7)
 	attrs = append(attrs, telemetry.Upstream.String(m.Name), telemetry.Attempt.Int(n),
 		telemetry.GenAIProvider.String(m.API), telemetry.GenAISystem.String(m.API))
@@ -358,6 +358,7 @@ func (r *Router) attempt(ctx context.Context, m *pool.Member, model string, req 
 		attrs = append(attrs, telemetry.GenAIOperation.String(op))
 	}
 	if model != "" {
+		model = telemetry.Bound(model) // the client's text
 		name += " " + model
 		attrs = append(attrs, telemetry.GenAIRequestModel.String(model))
 	}

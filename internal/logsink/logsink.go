@@ -30,7 +30,9 @@ package logsink
 
 import (
 	"cmp"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -74,7 +76,10 @@ type Sink struct {
 	pending []byte     // lines not yet taken by the writer
 	spare   []byte     // the buffer the writer last emptied, reused
 	closed  bool
-	flushes []chan struct{} // Flush calls waiting for what was pending when they came
+	// abandoned: CloseContext gave up on a blocked writer; what is
+	// pending is not written after the blocked write returns.
+	abandoned bool
+	flushes   []chan struct{} // Flush calls waiting for what was pending when they came
 }
 
 // New starts a Sink writing to w. Close stops it.
@@ -146,16 +151,30 @@ func (s *Sink) Flush() {
 
 // Close writes everything pending, stops the writing goroutine and waits
 // for it. Writes after Close fail with ErrClosed. It does not close the
-// underlying writer.
-func (s *Sink) Close() error {
+// underlying writer. A writer that never returns (a stderr nobody reads)
+// holds Close forever; CloseContext bounds the wait.
+func (s *Sink) Close() error { return s.CloseContext(context.Background()) }
+
+// CloseContext is Close that gives up waiting when ctx ends, so a process
+// whose log reader has stopped still exits within its shutdown deadline.
+// Giving up loses the lines still pending; the writing goroutine exits
+// as soon as the stuck write returns (it writes nothing after that).
+func (s *Sink) CloseContext(ctx context.Context) error {
 	s.mu.Lock()
 	if !s.closed {
 		s.closed = true
 		signal(s.urgent)
 	}
 	s.mu.Unlock()
-	<-s.done
-	return nil
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		s.abandoned = true
+		s.mu.Unlock()
+		return fmt.Errorf("logsink: close: writer still blocked: %w", context.Cause(ctx))
+	}
 }
 
 // signal sends on a channel of capacity 1 unless a signal is pending.
@@ -196,8 +215,9 @@ func (s *Sink) drain() (closed bool) {
 		s.mu.Lock()
 		batch, flushes, closed := s.pending, s.flushes, s.closed
 		s.pending, s.spare, s.flushes = s.spare[:0], nil, nil
+		abandoned := s.abandoned
 		s.mu.Unlock()
-		if len(batch) > 0 {
+		if len(batch) > 0 && !abandoned {
 			// A failed write loses this batch; there is nowhere to
 			// report it but the log itself.
 			_, _ = s.w.Write(batch)

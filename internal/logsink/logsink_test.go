@@ -1,6 +1,8 @@
 package logsink
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -171,5 +173,33 @@ func TestLinesWithinTheDelayShareOneWrite(t *testing.T) {
 	}
 	if n := strings.Count(out.String(), "\n"); n != 100 {
 		t.Fatalf("wrote %d lines, want 100", n)
+	}
+}
+
+// A writer that never returns (a stderr nobody reads) must not hold the
+// process past its shutdown deadline: CloseContext gives up when its
+// context ends, and the writing goroutine exits once the stuck write
+// returns, writing nothing more.
+func TestCloseContextGivesUpOnAStuckWriter(t *testing.T) {
+	g := newGate()
+	s := New(g, Options{})
+	if _, err := s.Write([]byte("held\n")); err != nil {
+		t.Fatal(err)
+	}
+	<-g.entered // the writer is stuck in its first write
+	if _, err := s.Write([]byte("pending\n")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.CloseContext(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("CloseContext = %v, want context.Canceled", err)
+	}
+	close(g.release)
+	if err := s.Close(); err != nil { // waits for the goroutine to exit
+		t.Fatal(err)
+	}
+	if g.String() != "held\n" {
+		t.Fatalf("wrote %q, want only the line that was already being written", g.String())
 	}
 }

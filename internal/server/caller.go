@@ -60,7 +60,7 @@ func (c caller) Call(ctx context.Context, req *coalesce.Request) (*coalesce.Resp
 	}
 	if span := failover.AttemptSpan(resp); span != nil && span.IsRecording() {
 		if req.Upstream != "" {
-			span.SetAttributes(telemetry.GenAIRequestModel.String(req.Model)) // routed by name, not by model
+			span.SetAttributes(telemetry.GenAIRequestModel.String(telemetry.Bound(req.Model))) // routed by name, not by model
 		}
 		out.Finished = func(body []byte, u wire.Usage) { telemetry.SetUsage(span, body, u.Prompt, u.Completion, u.Known) }
 	}

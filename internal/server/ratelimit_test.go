@@ -14,6 +14,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/corralhq/corral/internal/clocktest"
+	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/tenant"
 )
 
@@ -112,9 +114,13 @@ func TestTokensPerMinute(t *testing.T) {
 }
 
 func TestSDKsAndRateLimits(t *testing.T) {
+	// The limiter's clock moves only when the test says: on a busy
+	// machine the 120 fills took over 500 ms and the refusal below was
+	// let through by a refilled request.
+	clock := clocktest.New(time.Now())
 	h := newHarness(t, func(o *harnessOptions) {
 		o.tenants = []tenant.Spec{limitedTenant("sdk", "sk-sdk", 120, 0)} // one request every 500ms after the burst
-	})
+	}, withServer(func(so *Options) { so.Limiter = ratelimit.NewMemory(ratelimit.MemoryOptions{Now: clock.Now}) }))
 	ctx := context.Background()
 	for i := range 120 {
 		if a := send(ctx, h.gw.URL, "sk-sdk", chatBody(fmt.Sprintf("fill %d", i))); a.status != 200 {
@@ -132,7 +138,9 @@ func TestSDKsAndRateLimits(t *testing.T) {
 	client := officialopenai.NewClient(
 		option.WithBaseURL(h.gw.URL+"/v1"), option.WithAPIKey("sk-sdk"), option.WithMaxRetries(3),
 		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			attempts.Add(1)
+			if attempts.Add(1) > 1 {
+				clock.Advance(500 * time.Millisecond) // the wait the 429 asked for, which the SDK slept
+			}
 			return next(r)
 		}))
 	resp, err := client.Chat.Completions.New(ctx, officialopenai.ChatCompletionNewParams{

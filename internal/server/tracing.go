@@ -49,8 +49,9 @@ func (s *Server) traceRequests(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := s.tracer.Start(ctx, r.Method, serverKind,
-			trace.WithAttributes(telemetry.HTTPMethod.String(r.Method), telemetry.URLPath.String(r.URL.Path)))
+		method := telemetry.Method(r.Method) // the client's own text, bounded
+		ctx, span := s.tracer.Start(ctx, method, serverKind,
+			trace.WithAttributes(telemetry.HTTPMethod.String(method), telemetry.URLPath.String(telemetry.Bound(r.URL.Path))))
 		r = r.WithContext(ctx)
 		defer func() { endRequestSpan(r, span) }()
 		next.ServeHTTP(w, r)
@@ -71,13 +72,13 @@ func endRequestSpan(r *http.Request, span trace.Span) {
 	attrs = append(attrs, telemetry.HTTPStatusCode.Int(status))
 	// chi's pattern; a model endpoint served directly (Server.ServeHTTP)
 	// is its own route.
-	route := r.URL.Path
+	route := telemetry.Bound(r.URL.Path)
 	if rc := chi.RouteContext(r.Context()); rc != nil {
 		route = rc.RoutePattern()
 	}
 	if route != "" {
 		attrs = append(attrs, telemetry.HTTPRoute.String(route))
-		span.SetName(r.Method + " " + route)
+		span.SetName(telemetry.Method(r.Method) + " " + route)
 	}
 	if rec.tenant != "" {
 		attrs = append(attrs, telemetry.Tenant.String(rec.tenant))

@@ -20,7 +20,7 @@ func SetUsage(span trace.Span, body []byte, input, output int, known bool) {
 		Model string `json:"model"`
 	}
 	if json.Unmarshal(body, &m) == nil && m.Model != "" {
-		attrs = append(attrs, GenAIResponseModel.String(m.Model))
+		attrs = append(attrs, GenAIResponseModel.String(Bound(m.Model)))
 	}
 	if known {
 		attrs = append(attrs, GenAIInputTokens.Int(input), GenAIOutputTokens.Int(output))

@@ -154,7 +154,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 func newExporter(ctx context.Context, protocol, endpoint string, signal bool) (sdktrace.SpanExporter, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("otlp: endpoint %q: want an http:// or https:// URL", endpoint)
+		return nil, fmt.Errorf("otlp: endpoint %q: want an http:// or https:// URL", redact(endpoint))
 	}
 	switch protocol {
 	case "http/protobuf":
@@ -174,6 +174,23 @@ func newExporter(ctx context.Context, protocol, endpoint string, signal bool) (s
 		return exp, nil
 	}
 	return nil, fmt.Errorf("otlp: protocol %q: want http/protobuf or grpc", protocol)
+}
+
+// redact hides a URL's userinfo (a collector's user:password@) and its
+// query for the start-up error, which is printed where anyone reading the
+// process's output sees it.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	if u.User != nil {
+		u.User = url.User("redacted")
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "redacted"
+	}
+	return u.String()
 }
 
 // samplerFrom is the OTEL_TRACES_SAMPLER sampler; the default is

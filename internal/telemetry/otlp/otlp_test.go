@@ -57,6 +57,9 @@ func TestRefusesWhatItCannotUse(t *testing.T) {
 		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://x:4318", "OTEL_TRACES_SAMPLER", "traceidratio", "OTEL_TRACES_SAMPLER_ARG", "2"}, "want a ratio from 0 to 1"},
 		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://x:4318", "OTEL_RESOURCE_ATTRIBUTES", "novalue"}, `"novalue" is not key=value`},
 		{[]string{"OTEL_TRACES_EXPORTER", "zipkin"}, "OTLP only"},
+		// The refused endpoint is named without its credentials.
+		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "grpc://user:s3cret@x:4317?token=t0ken"}, `"grpc://redacted@x:4317?redacted": want an http://`},
+		{[]string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://user:s3cret@x:port"}, `"(unparseable URL)": want an http://`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
