@@ -137,12 +137,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, countOnly
 	if req.Model == "mock-529" {
 		pl.status = 529
 	}
-	ctx := r.Context()
-	if pl.stall {
-		stall(w, r, req.Stream)
-		return true
-	}
-	if pl.hold(ctx) {
+	if pl.hold(w, r, req.Stream) {
 		return true
 	}
 	if pl.status != 0 {

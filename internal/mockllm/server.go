@@ -258,12 +258,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, p path) (gone 
 		return false
 	}
 
-	ctx := r.Context()
-	if pl.stall {
-		stall(w, r, req.Stream)
-		return true
-	}
-	if pl.hold(ctx) {
+	if pl.hold(w, r, req.Stream) {
 		return true
 	}
 	if pl.status != 0 {
@@ -399,20 +394,26 @@ func atoi(s string) int {
 	return n
 }
 
+// hold keeps the answer back as pl says before anything is written: a
+// stalling model sends its headers and then nothing until the client
+// leaves, a hanging one sends nothing until then, any other waits
+// pl.latency. It reports whether the request is over (stalled, or the
+// client went away meanwhile), so the caller writes nothing more.
+func (pl *plan) hold(w http.ResponseWriter, r *http.Request, stream bool) (over bool) {
+	if pl.stall {
+		stall(w, r, stream)
+		return true
+	}
+	if pl.hang {
+		<-r.Context().Done()
+		return true
+	}
+	return !sleep(r.Context(), pl.latency)
+}
+
 // sleep waits for d or until ctx ends, and reports whether ctx is still
 // alive. A timer, not time.Sleep, so a client that goes away frees the
 // handler at once.
-// hold keeps the answer back as pl says before anything is written: until
-// the client leaves for a hanging model, else for pl.latency. It reports
-// whether the client went away meanwhile.
-func (pl *plan) hold(ctx context.Context) (gone bool) {
-	if pl.hang {
-		<-ctx.Done()
-		return true
-	}
-	return !sleep(ctx, pl.latency)
-}
-
 func sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
