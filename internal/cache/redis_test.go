@@ -14,8 +14,7 @@ import (
 )
 
 func TestRedisSetUsesPX(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client()
+	rdb := redistest.Client(t)
 	s := NewRedis(rdb, RedisOptions{})
 	ctx := context.Background()
 	key := testKey("acme", "r")
@@ -40,8 +39,7 @@ func TestRedisCorruptValueIsMiss(t *testing.T) {
 		{"future version", "\xc2\x90\x03"},
 		{"truncated", string(Marshal(fullEntry(newFakeClock()))[:20])},
 	}
-	srv := redistest.Start(t)
-	rdb := srv.Client()
+	rdb := redistest.Client(t)
 	s := NewRedis(rdb, RedisOptions{})
 	ctx := context.Background()
 	for _, tt := range tests {
