@@ -175,8 +175,7 @@ func TestNewRedisDefaults(t *testing.T) {
 }
 
 func BenchmarkRedisGetHit(b *testing.B) {
-	srv := redistest.Start(b)
-	s := NewRedis(srv.Client(), RedisOptions{})
+	s := NewRedis(redistest.Client(b), RedisOptions{})
 	ctx := context.Background()
 	key := testKey("acme", "r")
 	if err := s.Set(ctx, key, benchEntry(), time.Hour); err != nil {
