@@ -121,6 +121,8 @@ type Batch struct {
 	Next   string // the id to read after next time
 	Ended  bool   // the end marker was read
 	Err    error  // with Ended: nil for a clean end, else wraps ErrBroken
+	// Reason is, with Err, the text the leader's End wrote: its cause.
+	Reason string
 }
 
 // Read returns the entries after id ("0" for the start), blocking up to
@@ -148,7 +150,7 @@ func (s *Streams) Read(ctx context.Context, key, after string, block time.Durati
 			if v, ok := m.Values[fieldEnd].(string); ok {
 				b.Ended = true
 				if v != endOK {
-					b.Err = fmt.Errorf("%w: %s", ErrBroken, v)
+					b.Err, b.Reason = fmt.Errorf("%w: %s", ErrBroken, v), v
 				}
 				return b, nil
 			}
