@@ -96,9 +96,12 @@ var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25
 
 // latencyHistogram is a histogram of durations in seconds over
 // latencyBuckets, so every latency Corral exports can be compared bucket
-// for bucket.
-func latencyHistogram(name, help string, labels ...string) *prometheus.HistogramVec {
-	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets}, labels)
+// for bucket. It takes the opts literal (Buckets unset) rather than a name
+// and help, so each metric's Name stays in a HistogramOpts, as
+// internal/config's dashboard test reads it from this source.
+func latencyHistogram(opts prometheus.HistogramOpts, labels ...string) *prometheus.HistogramVec {
+	opts.Buckets = latencyBuckets
+	return prometheus.NewHistogramVec(opts, labels)
 }
 
 // New registers Corral's metrics and the Go runtime and process metrics on
@@ -109,12 +112,18 @@ func New() *Metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_requests_total", Help: "Requests answered, by tenant, endpoint, X-Corral-Cache value and HTTP status.",
 		}, []string{"tenant", "endpoint", "cache", "code"}),
-		requestSeconds: latencyHistogram("corral_request_duration_seconds", "Time to answer a request (to the end of a stream), by X-Corral-Cache value.", "cache"),
+		requestSeconds: latencyHistogram(prometheus.HistogramOpts{
+			Name: "corral_request_duration_seconds", Help: "Time to answer a request (to the end of a stream), by X-Corral-Cache value.",
+		}, "cache"),
 		upstreamCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_upstream_calls_total", Help: "Calls made to the upstream, by tenant, model and outcome (answer, deterministic, upstream_auth, transient, timeout, error, canceled).",
 		}, []string{"tenant", "model", "outcome"}),
-		upstreamSeconds: latencyHistogram("corral_upstream_duration_seconds", "Duration of upstream calls, by outcome.", "outcome"),
-		coalescedWait:   latencyHistogram("corral_coalesced_wait_seconds", "How long coalesced waiters waited for another request's answer; the count is the number of coalesced waiters.", "tenant"),
+		upstreamSeconds: latencyHistogram(prometheus.HistogramOpts{
+			Name: "corral_upstream_duration_seconds", Help: "Duration of upstream calls, by outcome.",
+		}, "outcome"),
+		coalescedWait: latencyHistogram(prometheus.HistogramOpts{
+			Name: "corral_coalesced_wait_seconds", Help: "How long coalesced waiters waited for another request's answer; the count is the number of coalesced waiters.",
+		}, "tenant"),
 		lockTakeovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "corral_lock_takeovers_total", Help: "Times a waiter found another instance's lock gone without an answer and led a new attempt.",
 		}),
