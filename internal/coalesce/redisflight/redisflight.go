@@ -148,6 +148,11 @@ type Streams struct{ s *livestream.Streams }
 
 var _ coalesce.Streams = (*Streams)(nil)
 
+// Start adds the first events and the upstream's name in one round trip.
+func (a *Streams) Start(ctx context.Context, key, upstream string, events [][]byte) error {
+	return a.s.Start(ctx, key, upstream, events)
+}
+
 // Append adds events in one round trip.
 func (a *Streams) Append(ctx context.Context, key string, events [][]byte) error {
 	return a.s.Append(ctx, key, events)
@@ -169,7 +174,7 @@ func (a *Streams) End(ctx context.Context, key string, cause error) error {
 // shutdown (see End) has an error that is also coalesce.ErrShutdown.
 func (a *Streams) Read(ctx context.Context, key, after string, block time.Duration) (coalesce.StreamBatch, error) {
 	b, err := a.s.Read(ctx, key, after, block)
-	out := coalesce.StreamBatch{Events: b.Events, Next: b.Next, Ended: b.Ended, Err: b.Err}
+	out := coalesce.StreamBatch{Events: b.Events, Next: b.Next, Ended: b.Ended, Err: b.Err, Upstream: b.Upstream}
 	if b.Err != nil && b.Reason == coalesce.ErrShutdown.Error() {
 		out.Err = fmt.Errorf("%w (%w)", b.Err, coalesce.ErrShutdown)
 	}
