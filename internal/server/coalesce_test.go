@@ -147,7 +147,7 @@ func TestRequestControls(t *testing.T) {
 	clock, advance, store := fakeClockStore(t)
 	h := newHarness(t, func(o *harnessOptions) {
 		o.server = func(so *Options) { so.Cache, so.Now = store, clock }
-		o.tenants = []tenant.Spec{{ID: "nocache", KeySHA256: []string{tenant.HashKey("sk-nocache")}, MaxLeaders: 8, CacheTTL: time.Hour, Cache: false}}
+		o.tenants = []tenant.Spec{{ID: "nocache", KeySHA256: []string{tenant.HashKey("sk-nocache")}, Policy: tenant.Policy{MaxLeaders: 8, CacheTTL: time.Hour, Cache: false}}}
 	})
 	ctx := context.Background()
 	calls := func() int64 { return h.mock.Stats().Requests }
@@ -184,7 +184,7 @@ func TestRequestControls(t *testing.T) {
 
 func TestTenantsNeverShareEntries(t *testing.T) {
 	h := newHarness(t, func(o *harnessOptions) {
-		o.tenants = []tenant.Spec{{ID: "beta", KeySHA256: []string{tenant.HashKey("sk-beta")}, MaxLeaders: 8, CacheTTL: time.Hour, Cache: true}}
+		o.tenants = []tenant.Spec{{ID: "beta", KeySHA256: []string{tenant.HashKey("sk-beta")}, Policy: tenant.Policy{MaxLeaders: 8, CacheTTL: time.Hour, Cache: true}}}
 	})
 	ctx := context.Background()
 	for _, key := range []string{acmeKey, "sk-beta", acmeKey, "sk-beta"} {
@@ -244,7 +244,7 @@ func TestLeaderSemaphore(t *testing.T) {
 	gate := make(chan struct{})
 	h := newHarness(t, func(o *harnessOptions) {
 		o.gate = gate
-		o.tenants = []tenant.Spec{{ID: "solo", KeySHA256: []string{tenant.HashKey("sk-solo")}, MaxLeaders: 1, CacheTTL: time.Hour, Cache: true}}
+		o.tenants = []tenant.Spec{{ID: "solo", KeySHA256: []string{tenant.HashKey("sk-solo")}, Policy: tenant.Policy{MaxLeaders: 1, CacheTTL: time.Hour, Cache: true}}}
 		o.server = func(so *Options) { so.LeaderWait = 50 * time.Millisecond }
 	})
 	first := make(chan answer, 1)
