@@ -61,6 +61,20 @@ func countCache(t *testing.T, answers []answer) map[string]int {
 	return counts
 }
 
+// wantOneLeader fails t unless a burst's answers, all alike, cost one
+// upstream call and exactly one of them is the MISS that made it; leader
+// says which request that should be.
+func wantOneLeader(t *testing.T, h *harness, answers []answer, leader string) {
+	t.Helper()
+	counts := countCache(t, answers)
+	if n := h.mock.Stats().Requests; n != 1 {
+		t.Errorf("upstream calls = %d; want 1 (%s)", n, leader)
+	}
+	if counts[cacheMiss] != 1 {
+		t.Errorf("X-Corral-Cache counts = %v; want exactly one MISS (%s)", counts, leader)
+	}
+}
+
 func TestStampedeOneUpstreamCall(t *testing.T) {
 	gate := make(chan struct{})
 	h := newHarness(t, func(o *harnessOptions) { o.gate = gate })
