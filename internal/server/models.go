@@ -73,5 +73,4 @@ func (s *Server) anthropicModels(w http.ResponseWriter, r *http.Request, t *tena
 	_ = json.NewEncoder(w).Encode(list)
 }
 
-var errNoAnthropicUpstream = &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found",
-	Message: "No upstream of this gateway serves Anthropic's API."}
+var errNoAnthropicUpstream = clientError(http.StatusNotFound, "model_not_found", "No upstream of this gateway serves Anthropic's API.")
