@@ -56,5 +56,4 @@ func (s *Server) anthropicModels(w http.ResponseWriter, r *http.Request, t *tena
 	_ = json.NewEncoder(w).Encode(anthropic.NewModelList(t.Models, "1970-01-01T00:00:00Z"))
 }
 
-var errNoAnthropicUpstream = &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found",
-	Message: "No upstream of this gateway serves Anthropic's API."}
+var errNoAnthropicUpstream = clientError(http.StatusNotFound, "model_not_found", "No upstream of this gateway serves Anthropic's API.")
