@@ -163,6 +163,10 @@ func writeStreaming(w io.Writer, gs []Group, fs []FollowerGroup) {
 	t := &table{head: []string{"target", "TTFB p50 ms", "TTFB p99 ms", "TTFB p50 vs direct", "TTFB p50 vs floor", "total p50 ms", "total p99 ms", "streams/s", "proxy CPU", "other procs CPU", "errors"}}
 	for i := range gs {
 		g := &gs[i]
+		if g.TTFBP50 == nil { // no run completed a stream
+			t.add(g.Target, "–", "–", "", "", fmtMS(g.P50), fmtMS(g.P99), fmtRate(g.Throughput), fmtCores(g.ProxyCPU), fmtCores(g.OtherCPU), fmtErrors(g))
+			continue
+		}
 		t.add(g.Target, fmtMS(*g.TTFBP50), fmtMS(*g.TTFBP99), fmtDelta(direct, g, ttfbP50Of), fmtDelta(floor, g, ttfbP50Of),
 			fmtMS(g.P50), fmtMS(g.P99), fmtRate(g.Throughput), fmtCores(g.ProxyCPU), fmtCores(g.OtherCPU), fmtErrors(g))
 	}
