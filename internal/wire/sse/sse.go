@@ -1,5 +1,6 @@
 // Package sse reads Server-Sent Events as the model APIs send them: whole
-// events as raw bytes (so they can be relayed unchanged) and their data.
+// events as raw bytes (so they can be relayed unchanged) and their data;
+// and it frames the typed events Corral writes itself (Typed).
 // Every API Corral serves streams this way; what the events mean is each
 // wire format's business (internal/wire/...).
 package sse
@@ -117,6 +118,18 @@ func Type(event []byte) string {
 	}
 	_ = json.Unmarshal(Data(event), &v)
 	return v.Type
+}
+
+// Typed frames one typed event, "event: <typ>\ndata: <data>\n\n", as the
+// Responses and Messages APIs send them. data must be one line (compact
+// JSON); the returned slice is new and exactly as long as the event.
+func Typed(typ string, data []byte) []byte {
+	ev := make([]byte, 0, len(typ)+len(data)+16)
+	ev = append(ev, "event: "...)
+	ev = append(ev, typ...)
+	ev = append(ev, "\ndata: "...)
+	ev = append(ev, data...)
+	return append(ev, "\n\n"...)
 }
 
 // Pieces cuts s into parts of at most max bytes on rune boundaries, for
