@@ -149,7 +149,8 @@ type eventWriter struct {
 // life: 8 KiB more per open stream than a bare reverse proxy (issue 20).
 // The helper's stack is freed when it returns. The handoff is
 // synchronous (the handler does nothing until the flush is done), so the
-// ResponseWriter is never used by two goroutines at once.
+// ResponseWriter is never used by two goroutines at once, and a panic in
+// the helper is raised again here, where the recoverer sees it as before.
 func (s *Server) startEvents(w http.ResponseWriter, format wire.Format) *eventWriter {
 	s.metrics.Streams(1)
 	h := w.Header()
@@ -157,12 +158,17 @@ func (s *Server) startEvents(w http.ResponseWriter, format wire.Format) *eventWr
 	h.Set("X-Accel-Buffering", "no") // tell nginx-style proxies not to buffer
 	ew := &eventWriter{s: s, w: w, rc: http.NewResponseController(w), format: format}
 	flushed := make(chan struct{})
+	var panicked any
 	go func() {
 		defer close(flushed)
+		defer func() { panicked = recover() }()
 		w.WriteHeader(http.StatusOK)
 		_ = ew.rc.Flush()
 	}()
 	<-flushed
+	if panicked != nil {
+		panic(panicked)
+	}
 	return ew
 }
 
