@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -113,21 +112,9 @@ func (h *harness) followers(ctx context.Context, hdr http.Header, nonce int64) e
 				return err
 			}
 			body := chatBody(fmt.Sprintf("followers %d %s %d", nonce, cfg.name, round), true, streamMock)
-			got := make([]timedAnswer, followerSize)
-			start := make(chan struct{})
-			rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-			var wg sync.WaitGroup
-			for j := range followerSize {
-				inst := j % len(cfg.gws)
-				url := "http://" + cfg.gws[inst].addr + "/v1/chat/completions"
-				wg.Go(func() {
-					<-start
-					got[j] = timedAnswer{answer: doRequest(rctx, c, url, hdr, body, true, make([]byte, 32<<10)), instance: inst}
-				})
-			}
-			close(start)
-			wg.Wait()
-			cancel()
+			got, _ := fire(ctx, cfg.gws, followerSize, func(ctx context.Context, url string) answer {
+				return doRequest(ctx, c, url, hdr, body, true, make([]byte, 32<<10))
+			})
 			after, err := h.c.mockRequests(ctx)
 			if err != nil {
 				return err
