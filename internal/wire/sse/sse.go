@@ -27,11 +27,13 @@ type EventReader struct {
 }
 
 // readBufferSize is the reader's buffer. Model streams send events of a
-// few hundred bytes, and an event longer than the buffer is gathered in
-// pieces (Next), so the buffer only has to hold a typical event: every
-// open stream keeps one for its whole life, and 16 KiB was a sixth of a
-// stream's memory.
-const readBufferSize = 4 << 10
+// few hundred bytes, and Next copies every event into its own buffer
+// anyway, gathering one longer than this in pieces, so the read buffer
+// only has to hold a typical event: every open stream keeps one for its
+// whole life. 16 KiB was a sixth of a stream's memory; 4 KiB is one whole
+// page, resident as soon as the first event lands in it, where 1 KiB
+// shares its page with three others (issue 20).
+const readBufferSize = 1 << 10
 
 // NewEventReader reads events from r.
 func NewEventReader(r io.Reader) *EventReader {
