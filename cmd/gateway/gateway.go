@@ -23,6 +23,7 @@ import (
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
+	"github.com/corralhq/corral/internal/redact"
 	"github.com/corralhq/corral/internal/server"
 	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/telemetry/otlp"
@@ -84,14 +85,16 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		gw.closers = append(gw.closers, stop)
 		cfg.UpstreamURL, cfg.UpstreamAPIKey = upURL, ""
 		extra = append(extra, tenant.Spec{
-			ID:                   DemoTenant,
-			KeySHA256:            []string{tenant.HashKey(DemoKey)},
-			MaxLeaders:           config.DefaultMaxLeaders,
-			CacheTTL:             cfg.CacheTTL,
-			NegativeTTL:          cfg.NegativeTTL,
-			StaleWhileRevalidate: cfg.StaleRevalidate,
-			StaleIfError:         cfg.StaleIfError,
-			Cache:                true,
+			ID:        DemoTenant,
+			KeySHA256: []string{tenant.HashKey(DemoKey)},
+			Policy: tenant.Policy{
+				MaxLeaders:           config.DefaultMaxLeaders,
+				CacheTTL:             cfg.CacheTTL,
+				NegativeTTL:          cfg.NegativeTTL,
+				StaleWhileRevalidate: cfg.StaleRevalidate,
+				StaleIfError:         cfg.StaleIfError,
+				Cache:                true,
+			},
 		})
 	}
 	loadRegistry := func() (*tenant.Registry, error) {
@@ -146,7 +149,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 				log.Warn("tracing: spans not flushed at shutdown", slog.String("error", err.Error()))
 			}
 		})
-		log.Info("tracing on", slog.String("protocol", tp.Protocol), slog.String("endpoint", upstream.Redact(tp.Endpoint)))
+		log.Info("tracing on", slog.String("protocol", tp.Protocol), slog.String("endpoint", redact.URL(tp.Endpoint)))
 	}
 	router, reloadUpstreams, err := newRouter(cfg, getenv, m, tracer, log, o.Demo)
 	if err != nil {
@@ -277,7 +280,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	log.Info("corral configured",
 		slog.String("mode", mode),
 		slog.Int("tenants", reg.Len()),
-		slog.String("upstream", upstream.Redact(cfg.UpstreamURL)),
+		slog.String("upstream", redact.URL(cfg.UpstreamURL)),
 		slog.Bool("demo", o.Demo))
 	return gw, nil
 }
@@ -314,17 +317,19 @@ func tenantSpecs(cfg config.Config) ([]tenant.Spec, error) {
 	specs := make([]tenant.Spec, 0, len(tf.Tenants))
 	for _, t := range tf.Tenants {
 		s := tenant.Spec{
-			ID:                   t.ID,
-			RequestsPerMinute:    t.RequestsPerMinute,
-			TokensPerMinute:      t.TokensPerMinute,
-			MaxLeaders:           t.Leaders(),
-			Models:               t.Models,
-			CacheTTL:             cfg.CacheTTL,
-			NegativeTTL:          cfg.NegativeTTL,
-			StaleWhileRevalidate: cfg.StaleRevalidate,
-			StaleIfError:         cfg.StaleIfError,
-			Cache:                t.Caches(),
-			DenyObjects:          t.DeniesObjects(),
+			ID: t.ID,
+			Policy: tenant.Policy{
+				RequestsPerMinute:    t.RequestsPerMinute,
+				TokensPerMinute:      t.TokensPerMinute,
+				MaxLeaders:           t.Leaders(),
+				Models:               t.Models,
+				CacheTTL:             cfg.CacheTTL,
+				NegativeTTL:          cfg.NegativeTTL,
+				StaleWhileRevalidate: cfg.StaleRevalidate,
+				StaleIfError:         cfg.StaleIfError,
+				Cache:                t.Caches(),
+				DenyObjects:          t.DeniesObjects(),
+			},
 		}
 		if t.CacheTTL != nil {
 			s.CacheTTL = t.CacheTTL.Duration
@@ -379,11 +384,11 @@ func checkUpstream(ctx context.Context, up *upstream.Client, baseURL string, log
 		defer close(done)
 		if err := up.Check(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("upstream check failed; serving anyway",
-				slog.String("upstream", upstream.Redact(baseURL)), slog.String("error", err.Error()))
+				slog.String("upstream", redact.URL(baseURL)), slog.String("error", err.Error()))
 			return
 		}
 		if ctx.Err() == nil {
-			log.Info("upstream check passed", slog.String("upstream", upstream.Redact(baseURL)))
+			log.Info("upstream check passed", slog.String("upstream", redact.URL(baseURL)))
 		}
 	}()
 	return func() {
