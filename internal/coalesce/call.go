@@ -247,9 +247,10 @@ func (c *Coalescer) awaitRelayed(req *Request, st *state, cur *flight.Cursor) {
 	select {
 	case <-st.relayed:
 	case <-cur.Ready():
-		// The next event came before the first write was done: the local
-		// relays still get the core once before the Redis round trip.
-		runtime.Gosched()
 	case <-c.stop.Done():
 	}
+	// Woken by a relay, this goroutine runs next on the core, ahead of
+	// the other streams' relays already waiting to write their clients'
+	// events: it yields to them first.
+	runtime.Gosched()
 }
