@@ -1,0 +1,329 @@
+// Package accessline is the gateway's access log line (one per request:
+// its fields and their order) and an encoder that writes it without
+// log/slog, byte for byte what the gateway's slog logger would write.
+//
+// Why: at the default level every request writes this line, and
+// slog.JSONHandler spent about 17,000 instructions on it, close to half of
+// a memory hit's own cost (docs/benchmarks.md, issue 20): a Record and its
+// attribute walk, ReplaceAttr on every attribute, the level through
+// encoding/json, every key escaped, floats through encoding/json. The
+// line's shape is fixed, so its keys are constants and the encoder only
+// escapes the values.
+//
+// The encoder is only right for the logger New builds with it (the
+// gateway's: JSON, durations as text, trace_id and span_id from the
+// context's span), so the two come from one call and the server is handed
+// both; any other logger keeps the slog path (Line.Record). Lines the
+// encoder does not cover exactly (a float that is NaN or infinite, a time
+// outside years 0–9999, where slog writes an error text) go to the
+// logger's handler. A differential test and a fuzz target compare the two
+// encodings on the same lines.
+package accessline
+
+import (
+	"context"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/corralhq/corral/internal/telemetry"
+)
+
+// Message is the msg of every access line.
+const Message = "request"
+
+// Line is one access log line's content. Optional fields are left out of
+// the line when empty (strings) or not positive (numbers), as documented
+// on each; the order below is the order in the line.
+type Line struct {
+	RequestID string
+	Method    string
+	Path      string
+	Status    int
+	LatencyMS float64
+	Bytes     int64
+	Tenant    string // optional
+	Endpoint  string // optional: the model endpoint, or "proxy"
+	Model     string // optional
+	Cache     string // optional
+	// UpstreamMS is logged when positive.
+	UpstreamMS float64
+	// Prompt and Completion are logged, both, when their sum is positive.
+	Prompt     int
+	Completion int
+	Saved      int    // logged when positive
+	Bypass     string // optional, logged as bypass_reason
+	Err        string // optional, logged as error
+}
+
+// Attrs appends the line's attributes, in the line's order, to dst.
+func (l *Line) Attrs(dst []slog.Attr) []slog.Attr {
+	dst = append(dst,
+		slog.String("request_id", l.RequestID),
+		slog.String("method", l.Method),
+		slog.String("path", l.Path),
+		slog.Int("status", l.Status),
+		slog.Float64("latency_ms", l.LatencyMS),
+		slog.Int64("bytes", l.Bytes),
+	)
+	if l.Tenant != "" {
+		dst = append(dst, slog.String("tenant", l.Tenant))
+	}
+	if l.Endpoint != "" {
+		dst = append(dst, slog.String("endpoint", l.Endpoint))
+	}
+	if l.Model != "" {
+		dst = append(dst, slog.String("model", l.Model))
+	}
+	if l.Cache != "" {
+		dst = append(dst, slog.String("cache", l.Cache))
+	}
+	if l.UpstreamMS > 0 {
+		dst = append(dst, slog.Float64("upstream_ms", l.UpstreamMS))
+	}
+	if l.Prompt+l.Completion > 0 {
+		dst = append(dst, slog.Int("prompt_tokens", l.Prompt), slog.Int("completion_tokens", l.Completion))
+	}
+	if l.Saved > 0 {
+		dst = append(dst, slog.Int("saved_tokens", l.Saved))
+	}
+	if l.Bypass != "" {
+		dst = append(dst, slog.String("bypass_reason", l.Bypass))
+	}
+	if l.Err != "" {
+		dst = append(dst, slog.String("error", l.Err))
+	}
+	return dst
+}
+
+// Record is the line as a slog record at time t and level, for any
+// slog.Handler.
+func (l *Line) Record(t time.Time, level slog.Level) slog.Record {
+	var buf [12]slog.Attr
+	r := slog.NewRecord(t, level, Message, 0)
+	r.AddAttrs(l.Attrs(buf[:0])...)
+	return r
+}
+
+// New returns the gateway's logger, writing one JSON object per line to w
+// at level and up (durations as text, trace_id and span_id on lines
+// logged with a traced context), and the Encoder that writes access lines
+// exactly as that logger would.
+func New(w io.Writer, level slog.Leveler) (*slog.Logger, *Encoder) {
+	h := telemetry.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationText}))
+	return slog.New(h), &Encoder{w: w, h: h}
+}
+
+// durationText logs durations as operators write them ("30s", "1m30s"),
+// not as slog's JSON default of integer nanoseconds. No access line field
+// is a duration, so the Encoder needs nothing of it.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
+// Encoder writes access lines to the writer of the logger New returned
+// with it, in one Write each, without going through slog. It does not
+// check the level: the caller asks the logger (Enabled) first, as for any
+// line. Safe for concurrent use if the writer is (slog's handler holds a
+// mutex around its Write; Encoder does not, so the writer must be safe
+// on its own, as logsink.Sink is).
+type Encoder struct {
+	w io.Writer
+	h slog.Handler // the logger's, for lines the encoder does not cover
+}
+
+// bufs holds line buffers; a line is about 300 bytes.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// maxPooled keeps a rare huge line (a long error text) from pinning its
+// buffer in the pool.
+const maxPooled = 16 << 10
+
+// Write writes l at time t and level, with the trace of ctx's span if it
+// has one, and returns the writer's error.
+func (e *Encoder) Write(ctx context.Context, t time.Time, level slog.Level, l *Line) error {
+	if !covered(t, l) {
+		return e.h.Handle(ctx, l.Record(t, level))
+	}
+	bp := bufs.Get().(*[]byte)
+	b := Append((*bp)[:0], t, level, l, trace.SpanContextFromContext(ctx))
+	_, err := e.w.Write(b)
+	if cap(b) <= maxPooled {
+		*bp = b[:0]
+		bufs.Put(bp)
+	}
+	return err
+}
+
+// covered reports whether Append writes what slog would for this line:
+// slog writes an error text in place of a NaN or infinite float and after
+// a time whose year has not four digits.
+func covered(t time.Time, l *Line) bool {
+	if y := t.Year(); y < 0 || y >= 10000 {
+		return false
+	}
+	return finite(l.LatencyMS) && finite(l.UpstreamMS)
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// Append appends the line as the gateway's logger writes it, newline
+// included: time, level, msg, the line's fields, then trace_id and span_id
+// when sc is valid. The caller has checked the line is covered.
+func Append(b []byte, t time.Time, level slog.Level, l *Line, sc trace.SpanContext) []byte {
+	b = append(b, `{"time":"`...)
+	b = t.Round(0).AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","level":"`...)
+	b = append(b, level.String()...) // upper-case letters, digits, + and -: nothing to escape
+	b = append(b, `","msg":"`+Message+`","request_id":`...)
+	b = appendString(b, l.RequestID)
+	b = append(b, `,"method":`...)
+	b = appendString(b, l.Method)
+	b = append(b, `,"path":`...)
+	b = appendString(b, l.Path)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(l.Status), 10)
+	b = append(b, `,"latency_ms":`...)
+	b = appendFloat(b, l.LatencyMS)
+	b = append(b, `,"bytes":`...)
+	b = strconv.AppendInt(b, l.Bytes, 10)
+	if l.Tenant != "" {
+		b = append(b, `,"tenant":`...)
+		b = appendString(b, l.Tenant)
+	}
+	if l.Endpoint != "" {
+		b = append(b, `,"endpoint":`...)
+		b = appendString(b, l.Endpoint)
+	}
+	if l.Model != "" {
+		b = append(b, `,"model":`...)
+		b = appendString(b, l.Model)
+	}
+	if l.Cache != "" {
+		b = append(b, `,"cache":`...)
+		b = appendString(b, l.Cache)
+	}
+	if l.UpstreamMS > 0 {
+		b = append(b, `,"upstream_ms":`...)
+		b = appendFloat(b, l.UpstreamMS)
+	}
+	if l.Prompt+l.Completion > 0 {
+		b = append(b, `,"prompt_tokens":`...)
+		b = strconv.AppendInt(b, int64(l.Prompt), 10)
+		b = append(b, `,"completion_tokens":`...)
+		b = strconv.AppendInt(b, int64(l.Completion), 10)
+	}
+	if l.Saved > 0 {
+		b = append(b, `,"saved_tokens":`...)
+		b = strconv.AppendInt(b, int64(l.Saved), 10)
+	}
+	if l.Bypass != "" {
+		b = append(b, `,"bypass_reason":`...)
+		b = appendString(b, l.Bypass)
+	}
+	if l.Err != "" {
+		b = append(b, `,"error":`...)
+		b = appendString(b, l.Err)
+	}
+	if sc.IsValid() { // as telemetry.LogHandler decides
+		tid, sid := sc.TraceID(), sc.SpanID()
+		b = append(b, `,"trace_id":"`...)
+		b = hex.AppendEncode(b, tid[:])
+		b = append(b, `","span_id":"`...)
+		b = hex.AppendEncode(b, sid[:])
+		b = append(b, '"')
+	}
+	return append(b, "}\n"...)
+}
+
+// appendFloat writes f as encoding/json does (which slog's JSON handler
+// calls for floats): the shortest decimal that reads back as f, in
+// exponent form only below 1e-6 or from 1e21, with a one-digit negative
+// exponent unpadded (1e-7, not 1e-07). f is finite.
+func appendFloat(b []byte, f float64) []byte {
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// plain marks the ASCII bytes slog's JSON handler copies as they are: all
+// printable ASCII and DEL, except '"' and '\\'. '<', '>' and '&' are
+// plain, because slog does not escape HTML.
+var plain = func() (t [utf8.RuneSelf]bool) {
+	for c := ' '; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+const hexDigits = "0123456789abcdef"
+
+// appendString writes s as a JSON string the way slog's JSON handler
+// escapes it: '"' and '\\' backslashed, \n \r \t by name, other control
+// bytes as \u00XX, each invalid UTF-8 byte as \ufffd, U+2028 and U+2029 as
+// \u2028 and \u2029, everything else as it is.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	from := 0 // start of the run of bytes not yet copied
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if plain[c] {
+				i++
+				continue
+			}
+			b = append(b, s[from:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			from = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[from:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[from:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		from = i
+	}
+	b = append(b, s[from:]...)
+	return append(b, '"')
+}
