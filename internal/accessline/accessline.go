@@ -152,11 +152,15 @@ const maxPooled = 16 << 10
 // Write writes l at time t and level, with the trace of ctx's span if it
 // has one, and returns the writer's error.
 func (e *Encoder) Write(ctx context.Context, t time.Time, level slog.Level, l *Line) error {
-	if !covered(t, l) {
+	if !covered(l) {
 		return e.h.Handle(ctx, l.Record(t, level))
 	}
 	bp := bufs.Get().(*[]byte)
-	b := Append((*bp)[:0], t, level, l, trace.SpanContextFromContext(ctx))
+	b, ok := Append((*bp)[:0], t, level, l, trace.SpanContextFromContext(ctx))
+	if !ok {
+		bufs.Put(bp)
+		return e.h.Handle(ctx, l.Record(t, level))
+	}
 	_, err := e.w.Write(b)
 	if cap(b) <= maxPooled {
 		*bp = b[:0]
@@ -165,13 +169,10 @@ func (e *Encoder) Write(ctx context.Context, t time.Time, level slog.Level, l *L
 	return err
 }
 
-// covered reports whether Append writes what slog would for this line:
-// slog writes an error text in place of a NaN or infinite float and after
-// a time whose year has not four digits.
-func covered(t time.Time, l *Line) bool {
-	if y := t.Year(); y < 0 || y >= 10000 {
-		return false
-	}
+// covered reports whether Append writes what slog would for this line's
+// fields: slog writes an error text in place of a NaN or infinite float.
+// (Append itself refuses a time slog would not write as is.)
+func covered(l *Line) bool {
 	return finite(l.LatencyMS) && finite(l.UpstreamMS)
 }
 
@@ -179,10 +180,15 @@ func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // Append appends the line as the gateway's logger writes it, newline
 // included: time, level, msg, the line's fields, then trace_id and span_id
-// when sc is valid. The caller has checked the line is covered.
-func Append(b []byte, t time.Time, level slog.Level, l *Line, sc trace.SpanContext) []byte {
+// when sc is valid. The caller has checked the line is covered. It
+// reports false, and b is not a line, for a time whose year has not four
+// digits, which slog follows with an error text.
+func Append(b []byte, t time.Time, level slog.Level, l *Line, sc trace.SpanContext) ([]byte, bool) {
 	b = append(b, `{"time":"`...)
-	b = t.Round(0).AppendFormat(b, time.RFC3339Nano)
+	b, ok := appendTime(b, t)
+	if !ok {
+		return b, false
+	}
 	b = append(b, `","level":"`...)
 	b = append(b, level.String()...) // upper-case letters, digits, + and -: nothing to escape
 	b = append(b, `","msg":"`+Message+`","request_id":`...)
@@ -243,7 +249,88 @@ func Append(b []byte, t time.Time, level slog.Level, l *Line, sc trace.SpanConte
 		b = hex.AppendEncode(b, sid[:])
 		b = append(b, '"')
 	}
-	return append(b, "}\n"...)
+	return append(b, "}\n"...), true
+}
+
+// appendTime writes t as time.RFC3339Nano does (slog's JSON handler
+// formats the record's time with it): the date and clock in t's zone, the
+// nanoseconds with trailing zeros trimmed (none when zero), then Z for a
+// zero offset or ±hh:mm (seconds of an offset dropped). It computes the
+// civil date from the Unix day itself (H. Hinnant's days_from_civil
+// inverse) instead of calling Date and Clock, which look the zone up again
+// each. It reports false for a year outside 0–9999.
+func appendTime(b []byte, t time.Time) ([]byte, bool) {
+	_, offset := t.Zone()
+	secs := t.Unix() + int64(offset)
+	days, sod := secs/86400, secs%86400
+	if sod < 0 {
+		days, sod = days-1, sod+86400
+	}
+	z := days + 719468 // days since 0000-03-01
+	era := z / 146097
+	if z < 0 && z%146097 != 0 {
+		era--
+	}
+	doe := z - era*146097                                  // day of the 400-year era, [0, 146096]
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // year of the era, [0, 399]
+	doy := doe - (365*yoe + yoe/4 - yoe/100)               // day of the year from March 1, [0, 365]
+	mp := (5*doy + 2) / 153                                // month from March, [0, 11]
+	day := doy - (153*mp+2)/5 + 1
+	month := mp + 3
+	if mp >= 10 {
+		month = mp - 9
+	}
+	year := yoe + era*400
+	if month <= 2 {
+		year++
+	}
+	if year < 0 || year >= 10000 {
+		return b, false
+	}
+	b = append(b, byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-')
+	b = append2(b, int(month))
+	b = append(b, '-')
+	b = append2(b, int(day))
+	b = append(b, 'T')
+	b = append2(b, int(sod/3600))
+	b = append(b, ':')
+	b = append2(b, int(sod/60%60))
+	b = append(b, ':')
+	b = append2(b, int(sod%60))
+	if ns := t.Nanosecond(); ns != 0 {
+		var frac [10]byte
+		frac[0] = '.'
+		for i := 9; i > 0; i-- {
+			frac[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		n := len(frac)
+		for frac[n-1] == '0' {
+			n--
+		}
+		b = append(b, frac[:n]...)
+	}
+	if offset == 0 {
+		return append(b, 'Z'), true
+	}
+	zone := offset / 60 // minutes, truncated as time does
+	if zone < 0 {
+		b = append(b, '-')
+		zone = -zone
+	} else {
+		b = append(b, '+')
+	}
+	b = append2(b, zone/60)
+	b = append(b, ':')
+	return append2(b, zone%60), true
+}
+
+// append2 writes n ≥ 0 in at least two digits.
+func append2(b []byte, n int) []byte {
+	if n < 100 {
+		return append(b, byte('0'+n/10), byte('0'+n%10))
+	}
+	return strconv.AppendInt(b, int64(n), 10)
 }
 
 // appendFloat writes f as encoding/json does (which slog's JSON handler
@@ -251,6 +338,14 @@ func Append(b []byte, t time.Time, level slog.Level, l *Line, sc trace.SpanConte
 // exponent form only below 1e-6 or from 1e21, with a one-digit negative
 // exponent unpadded (1e-7, not 1e-07). f is finite.
 func appendFloat(b []byte, f float64) []byte {
+	// Latencies are whole microseconds over 1000. For f = n/1000 with
+	// 0 <= n < 1e15, the decimal n/1000 is the shortest that reads back as
+	// f: a decimal with fewer significant digits lies at least 1e-15·f
+	// away, farther than f's neighbours (1.1e-16·f), so strconv would find
+	// the same digits; written directly they cost a tenth.
+	if m := math.Round(f * 1000); !math.Signbit(m) && m < 1e15 && m/1000 == f { // not -0, written "-0"
+		return appendMilli(b, int64(m))
+	}
 	abs := math.Abs(f)
 	format := byte('f')
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
@@ -266,6 +361,22 @@ func appendFloat(b []byte, f float64) []byte {
 	return b
 }
 
+// appendMilli writes n/1000 in decimal with trailing zeros trimmed (and
+// no point when there is no fraction), as 'f' formatting does.
+func appendMilli(b []byte, n int64) []byte {
+	b = strconv.AppendInt(b, n/1000, 10)
+	frac := n % 1000
+	if frac == 0 {
+		return b
+	}
+	d := [4]byte{'.', byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
+	k := 4
+	for d[k-1] == '0' {
+		k--
+	}
+	return append(b, d[:k]...)
+}
+
 // plain marks the ASCII bytes slog's JSON handler copies as they are: all
 // printable ASCII and DEL, except '"' and '\\'. '<', '>' and '&' are
 // plain, because slog does not escape HTML.
@@ -278,14 +389,44 @@ var plain = func() (t [utf8.RuneSelf]bool) {
 
 const hexDigits = "0123456789abcdef"
 
+// mayEscape reports whether any of the eight bytes in x is a control byte
+// (< 0x20), '"', '\\' or not ASCII: the bytes appendString must look at.
+// Each test is exact about whether some byte matches ("Bit Twiddling
+// Hacks": haszero and hasless, which hold for values up to 128).
+func mayEscape(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	ctl := (x - 0x20*ones) &^ x
+	q := x ^ ('"' * ones)
+	bs := x ^ ('\\' * ones)
+	return (x|ctl|(q-ones)&^q|(bs-ones)&^bs)&highs != 0
+}
+
 // appendString writes s as a JSON string the way slog's JSON handler
 // escapes it: '"' and '\\' backslashed, \n \r \t by name, other control
 // bytes as \u00XX, each invalid UTF-8 byte as \ufffd, U+2028 and U+2029 as
 // \u2028 and \u2029, everything else as it is.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
+	// Most values (ids, paths, model names) need no escaping: find the
+	// first byte that may, eight at a time, and copy up to it in one go.
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		_ = s[i+7]
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if mayEscape(x) {
+			break
+		}
+	}
+	for i < len(s) && s[i] < utf8.RuneSelf && plain[s[i]] {
+		i++
+	}
+	if i == len(s) {
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	from := 0 // start of the run of bytes not yet copied
-	for i := 0; i < len(s); {
+	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if plain[c] {

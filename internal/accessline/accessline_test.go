@@ -3,9 +3,11 @@ package accessline
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -169,28 +171,76 @@ func TestEncoderMatchesSlog(t *testing.T) {
 	t.Logf("%d lines compared", compared)
 }
 
-// TestEncoderFallback checks that the lines the encoder does not cover go
-// to the logger's handler (where slog writes its error text) and that
-// covered ones do not.
+// TestEncoderFallback checks that the lines the encoder does not cover
+// (where slog writes its error text) come out as slog writes them, and
+// that covered ones carry no error text.
 func TestEncoderFallback(t *testing.T) {
 	for _, tt := range []struct {
 		give Line
 		at   time.Time
-		want bool
+		want bool // covered: no error text
 	}{
 		{Line{LatencyMS: 1}, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), true},
 		{Line{LatencyMS: math.NaN()}, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), false},
 		{Line{UpstreamMS: math.Inf(1)}, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), false},
 		{Line{}, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), false},
+		{Line{}, time.Date(-1, 12, 31, 23, 59, 59, 0, time.UTC), false},
 	} {
-		if got := covered(tt.at, &tt.give); got != tt.want {
-			t.Errorf("covered(%v, %+v) = %v, want %v", tt.at, tt.give, got, tt.want)
+		viaSlog, viaEncoder := both(t, context.Background(), tt.at, slog.LevelInfo, tt.give)
+		if viaSlog != viaEncoder || strings.Contains(viaEncoder, "!ERROR:") == tt.want {
+			t.Errorf("line %+v at %v: slog %q, encoder %q; want the same, error text %v", tt.give, tt.at, viaSlog, viaEncoder, !tt.want)
 		}
-		if !tt.want {
-			viaSlog, viaEncoder := both(t, context.Background(), tt.at, slog.LevelInfo, tt.give)
-			if !strings.Contains(viaEncoder, "!ERROR:") || viaSlog != viaEncoder {
-				t.Errorf("uncovered line: slog %q, encoder %q; want the same, with slog's error text", viaSlog, viaEncoder)
-			}
+	}
+}
+
+// TestAppendFloat compares the encoder's floats with encoding/json's
+// (slog's JSON handler marshals floats with it) on latencies, which take
+// the decimal shortcut, and on values around and past its bounds.
+func TestAppendFloat(t *testing.T) {
+	check := func(f float64) {
+		t.Helper()
+		if !finite(f) {
+			return // not covered (TestEncoderFallback)
+		}
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendFloat(nil, f); string(got) != string(want) {
+			t.Fatalf("appendFloat(%v) = %s, want %s", f, got, want)
+		}
+	}
+	for n := int64(0); n < 300000; n++ {
+		check(float64(n) / 1000)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200000 {
+		n := rng.Int64N(2e15)
+		check(float64(n) / 1000)
+		check(float64(n) / 1e6)
+		check(math.Float64frombits(rng.Uint64()&^(0x7ff<<52) | uint64(rng.IntN(0x7ff))<<52)) // finite, any exponent
+	}
+	for _, f := range floats[:len(floats)-3] {
+		check(f)
+		check(math.Nextafter(f, math.Inf(1)))
+		check(math.Nextafter(f, math.Inf(-1)))
+	}
+}
+
+// TestAppendTime compares the encoder's times with time.RFC3339Nano
+// across the covered years, zones and fractions.
+func TestAppendTime(t *testing.T) {
+	zones := []*time.Location{time.UTC, time.Local, time.FixedZone("", 0), time.FixedZone("", 5*3600+1800),
+		time.FixedZone("", -(9*3600 + 59*60 + 59)), time.FixedZone("", 14*3600), time.FixedZone("", -1)}
+	rng := rand.New(rand.NewPCG(3, 4))
+	lo := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).Unix() - 86400
+	hi := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC).Unix() + 86400
+	for i := range 300000 {
+		at := time.Unix(lo+rng.Int64N(hi-lo), int64(rng.IntN(1e9))/int64([]int{1, 1e3, 1e6, 1e9}[i%4])).In(zones[i%len(zones)])
+		want := at.Format(time.RFC3339Nano)
+		got, ok := appendTime(nil, at)
+		if y := at.Year(); ok != (y >= 0 && y < 10000) || ok && string(got) != want {
+			t.Fatalf("appendTime(%s) = %q, %v; want %q", want, got, ok, want)
 		}
 	}
 }
