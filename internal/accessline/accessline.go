@@ -28,6 +28,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -255,48 +256,21 @@ func Append(b []byte, t time.Time, level slog.Level, l *Line, sc trace.SpanConte
 // appendTime writes t as time.RFC3339Nano does (slog's JSON handler
 // formats the record's time with it): the date and clock in t's zone, the
 // nanoseconds with trailing zeros trimmed (none when zero), then Z for a
-// zero offset or ±hh:mm (seconds of an offset dropped). It computes the
-// civil date from the Unix day itself (H. Hinnant's days_from_civil
-// inverse) instead of calling Date and Clock, which look the zone up again
-// each. It reports false for a year outside 0–9999.
+// zero offset or ±hh:mm (seconds of an offset dropped). The date and clock
+// to the second are formatted once a second (lastSecond) and copied in
+// between. It reports false for a year outside 0–9999.
 func appendTime(b []byte, t time.Time) ([]byte, bool) {
 	_, offset := t.Zone()
-	secs := t.Unix() + int64(offset)
-	days, sod := secs/86400, secs%86400
-	if sod < 0 {
-		days, sod = days-1, sod+86400
+	local := t.Unix() + int64(offset) // seconds since 1970 on t's wall clock
+	sec := lastSecond.Load()
+	if sec == nil || sec.local != local {
+		sec = &second{local: local}
+		if !formatSecond(&sec.text, local) {
+			return b, false
+		}
+		lastSecond.Store(sec)
 	}
-	z := days + 719468 // days since 0000-03-01
-	era := z / 146097
-	if z < 0 && z%146097 != 0 {
-		era--
-	}
-	doe := z - era*146097                                  // day of the 400-year era, [0, 146096]
-	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // year of the era, [0, 399]
-	doy := doe - (365*yoe + yoe/4 - yoe/100)               // day of the year from March 1, [0, 365]
-	mp := (5*doy + 2) / 153                                // month from March, [0, 11]
-	day := doy - (153*mp+2)/5 + 1
-	month := mp + 3
-	if mp >= 10 {
-		month = mp - 9
-	}
-	year := yoe + era*400
-	if month <= 2 {
-		year++
-	}
-	if year < 0 || year >= 10000 {
-		return b, false
-	}
-	b = append(b, byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-')
-	b = append2(b, int(month))
-	b = append(b, '-')
-	b = append2(b, int(day))
-	b = append(b, 'T')
-	b = append2(b, int(sod/3600))
-	b = append(b, ':')
-	b = append2(b, int(sod/60%60))
-	b = append(b, ':')
-	b = append2(b, int(sod%60))
+	b = append(b, sec.text[:]...)
 	if ns := t.Nanosecond(); ns != 0 {
 		var frac [10]byte
 		frac[0] = '.'
@@ -323,6 +297,60 @@ func appendTime(b []byte, t time.Time) ([]byte, bool) {
 	b = append2(b, zone/60)
 	b = append(b, ':')
 	return append2(b, zone%60), true
+}
+
+// second is one wall-clock second formatted as "2006-01-02T15:04:05".
+type second struct {
+	local int64 // Unix seconds plus the zone's offset
+	text  [19]byte
+}
+
+// lastSecond is the second the last line was written in: lines of the
+// same second share its text. A second seen again after another is
+// formatted again; two zones alternating only cost the formatting.
+var lastSecond atomic.Pointer[second]
+
+// formatSecond writes the wall-clock second local (Unix seconds plus the
+// zone's offset) into text, computing the civil date from the day number
+// (H. Hinnant's civil_from_days). It reports false for a year outside
+// 0–9999, which RFC 3339 cannot write in four digits.
+func formatSecond(text *[19]byte, local int64) bool {
+	days, sod := local/86400, local%86400
+	if sod < 0 {
+		days, sod = days-1, sod+86400
+	}
+	z := days + 719468 // days since 0000-03-01
+	era := z / 146097
+	if z < 0 && z%146097 != 0 {
+		era--
+	}
+	doe := z - era*146097                                  // day of the 400-year era, [0, 146096]
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // year of the era, [0, 399]
+	doy := doe - (365*yoe + yoe/4 - yoe/100)               // day of the year from March 1, [0, 365]
+	mp := (5*doy + 2) / 153                                // month from March, [0, 11]
+	day := doy - (153*mp+2)/5 + 1
+	month := mp + 3
+	if mp >= 10 {
+		month = mp - 9
+	}
+	year := yoe + era*400
+	if month <= 2 {
+		year++
+	}
+	if year < 0 || year >= 10000 {
+		return false
+	}
+	b := append(text[:0], byte('0'+year/1000), byte('0'+year/100%10), byte('0'+year/10%10), byte('0'+year%10), '-')
+	b = append2(b, int(month))
+	b = append(b, '-')
+	b = append2(b, int(day))
+	b = append(b, 'T')
+	b = append2(b, int(sod/3600))
+	b = append(b, ':')
+	b = append2(b, int(sod/60%60))
+	b = append(b, ':')
+	_ = append2(b, int(sod%60))
+	return true
 }
 
 // append2 writes n ≥ 0 in at least two digits.

@@ -243,6 +243,16 @@ func TestAppendTime(t *testing.T) {
 			t.Fatalf("appendTime(%s) = %q, %v; want %q", want, got, ok, want)
 		}
 	}
+	// Lines of one second share its formatted text: walk across a few
+	// seconds (and a day, a year and a zone change) in small steps.
+	start := time.Date(2026, 12, 31, 23, 59, 58, 0, time.UTC)
+	for i := range 40000 {
+		at := start.Add(time.Duration(i) * 97 * time.Microsecond).In(zones[i/5000%len(zones)])
+		want := at.Format(time.RFC3339Nano)
+		if got, ok := appendTime(nil, at); !ok || string(got) != want {
+			t.Fatalf("appendTime(%s) = %q, %v", want, got, ok)
+		}
+	}
 }
 
 // TestEncoderOneWrite checks a line is handed to the writer in one Write
