@@ -417,6 +417,13 @@ var plain = func() (t [utf8.RuneSelf]bool) {
 
 const hexDigits = "0123456789abcdef"
 
+// word is the eight bytes of s from i, little-endian (one load).
+func word(s string, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
 // mayEscape reports whether any of the eight bytes in x is a control byte
 // (< 0x20), '"', '\\' or not ASCII: the bytes appendString must look at.
 // Each test is exact about whether some byte matches ("Bit Twiddling
@@ -436,14 +443,17 @@ func mayEscape(x uint64) bool {
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	// Most values (ids, paths, model names) need no escaping: find the
-	// first byte that may, eight at a time, and copy up to it in one go.
+	// first byte that may, eight at a time (the last eight overlapping
+	// the word before), and copy up to it in one go.
 	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		_ = s[i+7]
-		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-		if mayEscape(x) {
-			break
+	if len(s) >= 8 {
+		for ; i+8 <= len(s); i += 8 {
+			if mayEscape(word(s, i)) {
+				break
+			}
+		}
+		if i+8 > len(s) && !mayEscape(word(s, len(s)-8)) {
+			i = len(s)
 		}
 	}
 	for i < len(s) && s[i] < utf8.RuneSelf && plain[s[i]] {

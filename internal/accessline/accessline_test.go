@@ -171,6 +171,24 @@ func TestEncoderMatchesSlog(t *testing.T) {
 	t.Logf("%d lines compared", compared)
 }
 
+// TestAppendStringEveryPosition puts each kind of byte the escaping
+// treats specially at every position of strings of every length around
+// the eight-byte scan's word boundaries.
+func TestAppendStringEveryPosition(t *testing.T) {
+	for n := range 26 {
+		for pos := range n {
+			for _, special := range []string{`"`, `\`, "\n", "\x01", "\x7f", "\x80", "é", "\u2028", "<"} {
+				s := strings.Repeat("a", pos) + special + strings.Repeat("b", n-pos-1)
+				l := Line{Path: s, RequestID: s[:pos]}
+				viaSlog, viaEncoder := both(t, context.Background(), time.Unix(0, 0).UTC(), slog.LevelInfo, l)
+				if viaSlog != viaEncoder {
+					t.Fatalf("%q:\nslog:    %q\nencoder: %q", s, viaSlog, viaEncoder)
+				}
+			}
+		}
+	}
+}
+
 // TestEncoderFallback checks that the lines the encoder does not cover
 // (where slog writes its error text) come out as slog writes them, and
 // that covered ones carry no error text.
