@@ -24,6 +24,7 @@ import (
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
+	"github.com/corralhq/corral/internal/redact"
 	"github.com/corralhq/corral/internal/server"
 	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/telemetry/otlp"
@@ -151,7 +152,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 				log.Warn("tracing: spans not flushed at shutdown", slog.String("error", err.Error()))
 			}
 		})
-		log.Info("tracing on", slog.String("protocol", tp.Protocol), slog.String("endpoint", upstream.Redact(tp.Endpoint)))
+		log.Info("tracing on", slog.String("protocol", tp.Protocol), slog.String("endpoint", redact.URL(tp.Endpoint)))
 	}
 	router, reloadUpstreams, err := newRouter(cfg, getenv, m, tracer, log, o.Demo)
 	if err != nil {
@@ -283,7 +284,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	log.Info("corral configured",
 		slog.String("mode", mode),
 		slog.Int("tenants", reg.Len()),
-		slog.String("upstream", upstream.Redact(cfg.UpstreamURL)),
+		slog.String("upstream", redact.URL(cfg.UpstreamURL)),
 		slog.Bool("demo", o.Demo))
 	return gw, nil
 }
@@ -385,11 +386,11 @@ func checkUpstream(ctx context.Context, up *upstream.Client, baseURL string, log
 		defer close(done)
 		if err := up.Check(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("upstream check failed; serving anyway",
-				slog.String("upstream", upstream.Redact(baseURL)), slog.String("error", err.Error()))
+				slog.String("upstream", redact.URL(baseURL)), slog.String("error", err.Error()))
 			return
 		}
 		if ctx.Err() == nil {
-			log.Info("upstream check passed", slog.String("upstream", upstream.Redact(baseURL)))
+			log.Info("upstream check passed", slog.String("upstream", redact.URL(baseURL)))
 		}
 	}()
 	return func() {

@@ -11,6 +11,7 @@ import (
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/pool"
+	"github.com/corralhq/corral/internal/redact"
 	"github.com/corralhq/corral/internal/upstream"
 )
 
@@ -93,7 +94,7 @@ func newRouter(cfg config.Config, getenv func(string) (string, bool), m *metrics
 func logUpstreams(log *slog.Logger, ups []config.Upstream) {
 	for _, u := range ups {
 		log.Info("upstream", slog.String("name", u.Name), slog.String("api", u.API),
-			slog.String("url", upstream.Redact(u.URL)), slog.Int("priority", u.Priority), slog.Int("weight", u.Weight),
+			slog.String("url", redact.URL(u.URL)), slog.Int("priority", u.Priority), slog.Int("weight", u.Weight),
 			slog.Bool("key", u.APIKey != ""))
 	}
 }

@@ -186,7 +186,7 @@ func answerEntry(body []byte, u wire.Usage, h map[string][]string) *entry.Entry 
 func (c *Coalescer) publish(ctx context.Context, k keys, st *state) {
 	ctx = context.WithoutCancel(ctx)
 	cur := st.rec.Cursor()
-	announced, first := false, true
+	announced, first, started := false, true, false
 	for {
 		batch, err := cur.Next(ctx)
 		if err != nil {
@@ -205,7 +205,19 @@ func (c *Coalescer) publish(ctx context.Context, k keys, st *state) {
 			// first byte.
 			runtime.Gosched()
 		}
-		if err := c.o.Streams.Append(ctx, k.stream, batch); err != nil {
+		// The first batch written names the upstream answering, for the
+		// X-Corral-Upstream of followers on other instances.
+		if !started {
+			var upstream string
+			if v := st.header[upstreamHeader]; len(v) > 0 {
+				upstream = v[0]
+			}
+			err = c.o.Streams.Start(ctx, k.stream, upstream, batch)
+			started = err == nil
+		} else {
+			err = c.o.Streams.Append(ctx, k.stream, batch)
+		}
+		if err != nil {
 			c.o.Health.Record(err)
 			continue // the followers will notice the gap through the lock
 		}

@@ -29,10 +29,11 @@ type cluster struct {
 }
 
 type memStream struct {
-	events [][]byte
-	ended  bool
-	err    error
-	wake   chan struct{} // closed and replaced on every change
+	events   [][]byte
+	ended    bool
+	err      error
+	upstream string        // what Start recorded
+	wake     chan struct{} // closed and replaced on every change
 }
 
 func newCluster() *cluster {
@@ -186,6 +187,13 @@ func (c *cluster) streamLocked(key string) *memStream {
 	return s
 }
 
+func (c *cluster) Start(ctx context.Context, key, upstream string, events [][]byte) error {
+	c.mu.Lock()
+	c.streamLocked(key).upstream = upstream
+	c.mu.Unlock()
+	return c.Append(ctx, key, events)
+}
+
 func (c *cluster) Append(_ context.Context, key string, events [][]byte) error {
 	c.mu.Lock()
 	s := c.streamLocked(key)
@@ -216,6 +224,9 @@ func (c *cluster) Read(ctx context.Context, key, after string, block time.Durati
 		s := c.streamLocked(key)
 		if from < len(s.events) || s.ended {
 			b := coalesce.StreamBatch{Events: append([][]byte(nil), s.events[from:]...), Next: strconv.Itoa(len(s.events)), Ended: s.ended, Err: s.err}
+			if from == 0 {
+				b.Upstream = s.upstream
+			}
 			c.mu.Unlock()
 			return b, nil
 		}

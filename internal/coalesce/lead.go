@@ -342,9 +342,21 @@ func (c *Coalescer) watch(name string) (<-chan struct{}, func()) {
 // the lock lapses (or passes to a successor) and no end marker came, the
 // followers' streams end with an error instead of hanging.
 func (c *Coalescer) mirror(ctx context.Context, req *Request, k keys, st *state) (Outcome, error) {
-	st.header = map[string][]string{"Content-Type": {"text/event-stream"}}
 	st.mirrored = true
-	close(st.streaming)
+	// The followers' header goes out with the first batch read, which
+	// names the leader's upstream (X-Corral-Upstream, as the leader's own
+	// clients get it); on every other way out it goes without.
+	begin := func(upstream string) {
+		if closed(st.streaming) {
+			return
+		}
+		st.header = map[string][]string{"Content-Type": {"text/event-stream"}}
+		if upstream != "" {
+			st.header[upstreamHeader] = []string{upstream}
+		}
+		close(st.streaming)
+	}
+	defer begin("")
 	holder, _ := c.o.Locker.Holder(ctx, k.lock)
 	// A blocking read may not return before its block time when ctx ends
 	// (a socket read is not interrupted): the followers' streams end at
@@ -360,6 +372,9 @@ func (c *Coalescer) mirror(ctx context.Context, req *Request, k keys, st *state)
 			return Outcome{}, context.Cause(ctx)
 		}
 		c.o.Health.Record(err)
+		if len(b.Events) > 0 || b.Ended {
+			begin(b.Upstream)
+		}
 		for _, ev := range b.Events {
 			st.rec.Append(ev)
 			events = append(events, ev)

@@ -265,3 +265,36 @@ func TestObjectsAreFollowedUpWhereTheyLive(t *testing.T) {
 		t.Errorf("files landed %v; want some on each upstream (the test proves nothing otherwise)", where)
 	}
 }
+
+// A live stream's followers name the leader's upstream on every instance:
+// on the leader's, from its flight; on the others, from the first event of
+// the Redis stream they mirror.
+func TestLiveStreamFollowersNameTheLeadersUpstream(t *testing.T) {
+	slow := mockllm.Options{StreamChunks: 10, ChunkDelay: 50 * time.Millisecond}
+	primary, secondary := newFakeUpstream(t, "primary", slow), newFakeUpstream(t, "secondary", slow)
+	primary.status.Store(503)
+	h, _ := distributed(t, 3, withRouters(upSpec{primary, 0, 1}, upSpec{secondary, 1, 1}))
+	body := liveBody("followers name the leader's upstream")
+	// Its header is back: the secondary's stream is under way, the lock held.
+	leader := openStream(t, h.gws[0].URL, acmeKey, body)
+	var followers []*streamClient
+	for i := range 6 {
+		followers = append(followers, openStream(t, h.bases()[i%3], acmeKey, body))
+	}
+	lead := drain(leader)
+	if !lead.done || leader.header.Get("X-Corral-Cache") != cacheMiss || leader.header.Get("X-Corral-Upstream") != "secondary" {
+		t.Fatalf("leader: done=%v %s from %q", lead.done, leader.header.Get("X-Corral-Cache"), leader.header.Get("X-Corral-Upstream"))
+	}
+	for i, f := range followers {
+		d := drain(f)
+		if d.text != lead.text || !d.done || f.header.Get("X-Corral-Cache") != cacheCoalesced {
+			t.Errorf("follower %d on instance %d: done=%v %s; want the leader's text, COALESCED", i, i%3, d.done, f.header.Get("X-Corral-Cache"))
+		}
+		if got := f.header.Get("X-Corral-Upstream"); got != "secondary" {
+			t.Errorf("follower %d on instance %d names upstream %q; want the leader's, secondary", i, i%3, got)
+		}
+	}
+	if n := secondary.calls.Load(); n != 1 {
+		t.Errorf("secondary calls = %d; want 1", n)
+	}
+}

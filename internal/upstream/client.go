@@ -17,6 +17,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/corralhq/corral/internal/redact"
 	"github.com/corralhq/corral/internal/telemetry"
 )
 
@@ -56,7 +57,7 @@ type Client struct {
 func New(opts Options) (*Client, error) {
 	u, err := url.Parse(opts.BaseURL)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("upstream: base URL %q must be an http(s) URL", Redact(opts.BaseURL))
+		return nil, fmt.Errorf("upstream: base URL %q must be an http(s) URL", redact.URL(opts.BaseURL))
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	c := &Client{base: u, timeout: opts.Timeout}
@@ -178,15 +179,3 @@ func (c *Client) send(ctx context.Context, req Request) (*http.Response, error) 
 // CloseIdleConnections closes pooled connections not in use, for a clean
 // shutdown.
 func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
-
-// Redact hides a URL's userinfo (user:password@) for logs and errors.
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable URL)"
-	}
-	if u.User != nil {
-		u.User = url.User("redacted")
-	}
-	return u.String()
-}

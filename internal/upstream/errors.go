@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
+
+	"github.com/corralhq/corral/internal/redact"
 )
 
 // Kind says what went wrong with a call that produced no upstream status.
@@ -68,6 +71,13 @@ func classify(ctx context.Context, err error) error {
 	var e *Error
 	if errors.As(err, &e) {
 		return err
+	}
+	// net/http quotes the URL it called in its errors (password removed,
+	// query kept); the error reaches the access log, and a base URL's or a
+	// client's query can hold a key.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = redact.URL(ue.URL)
 	}
 	switch {
 	case errors.Is(context.Cause(ctx), errTimeout), errors.Is(ctx.Err(), context.DeadlineExceeded):

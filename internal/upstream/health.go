@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/corralhq/corral/internal/redact"
 )
 
 // CheckTimeout bounds the start-up check: long enough for a real provider
@@ -25,7 +27,7 @@ func (c *Client) Check(ctx context.Context) error {
 	resp, err := c.send(ctx, Request{Method: http.MethodGet, Path: "/models"})
 	u := *c.base
 	u.Path += "/models"
-	where := Redact(u.String())
+	where := redact.URL(u.String())
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("upstream check: GET %s: no answer within %s", where, CheckTimeout)

@@ -76,3 +76,28 @@ func TestCheckRedactsCredentials(t *testing.T) {
 		t.Errorf("Check = %v; want an error without the URL's password", err)
 	}
 }
+
+// A base URL's query and a client's query can carry a key (some providers
+// take one as ?key=): neither may reach the error a failed call returns,
+// which the access log prints.
+func TestCallErrorsRedactTheQuery(t *testing.T) {
+	c, err := New(Options{BaseURL: "http://user:hunter2@127.0.0.1:1/v1?key=sk-base-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Do(context.Background(), Request{Method: http.MethodGet, Path: "/models", RawQuery: "token=sk-client-secret"})
+	if err == nil {
+		t.Fatal("Do against a closed port succeeded")
+	}
+	for _, secret := range []string{"hunter2", "sk-base-secret", "sk-client-secret"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("Do error %q contains %q", err, secret)
+		}
+	}
+	if !strings.Contains(err.Error(), "127.0.0.1:1/v1/models?redacted") {
+		t.Errorf("Do error %q does not name the URL it called", err)
+	}
+	if err := c.Check(context.Background()); err == nil || strings.Contains(err.Error(), "sk-base-secret") {
+		t.Errorf("Check = %v; want an error without the base URL's query", err)
+	}
+}

@@ -62,9 +62,10 @@ func New(rdb redis.UniversalClient, opts Options) *Streams {
 
 // Field names of stream entries.
 const (
-	fieldEvent = "e"   // one raw SSE event
-	fieldEnd   = "end" // "ok", or the reason the stream broke
-	endOK      = "ok"
+	fieldEvent    = "e"   // one raw SSE event
+	fieldUpstream = "u"   // on the first event: the upstream answering (X-Corral-Upstream)
+	fieldEnd      = "end" // "ok", or the reason the stream broke
+	endOK         = "ok"
 )
 
 // ErrBroken is the end of a stream that did not complete; the reason is
@@ -74,14 +75,30 @@ var ErrBroken = errors.New("livestream: leader's stream broke")
 // Append adds events in one round trip (a pipeline of XADDs and one
 // PEXPIRE).
 func (s *Streams) Append(ctx context.Context, key string, events [][]byte) error {
+	return s.appendEvents(ctx, key, "", events)
+}
+
+// Start is a stream's first Append: its first event also records the
+// upstream answering it (empty: none named), which a reader on another
+// instance gets in Batch.Upstream and shows its clients as the leader's
+// clients are shown it. Same round trip.
+func (s *Streams) Start(ctx context.Context, key, upstream string, events [][]byte) error {
+	return s.appendEvents(ctx, key, upstream, events)
+}
+
+func (s *Streams) appendEvents(ctx context.Context, key, upstream string, events [][]byte) error {
 	if len(events) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OpTimeout)
 	defer cancel()
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, ev := range events {
-			p.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: s.opts.MaxLen, Approx: true, Values: []any{fieldEvent, ev}})
+		for i, ev := range events {
+			values := []any{fieldEvent, ev}
+			if i == 0 && upstream != "" {
+				values = append(values, fieldUpstream, upstream)
+			}
+			p.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: s.opts.MaxLen, Approx: true, Values: values})
 		}
 		p.PExpire(ctx, key, s.opts.LiveTTL)
 		return nil
@@ -121,6 +138,11 @@ type Batch struct {
 	Next   string // the id to read after next time
 	Ended  bool   // the end marker was read
 	Err    error  // with Ended: nil for a clean end, else wraps ErrBroken
+	// Reason is, with Err, the text the leader's End wrote: its cause.
+	Reason string
+	// Upstream is what the leader's Start recorded, when this batch holds
+	// the stream's first event.
+	Upstream string
 }
 
 // Read returns the entries after id ("0" for the start), blocking up to
@@ -143,12 +165,15 @@ func (s *Streams) Read(ctx context.Context, key, after string, block time.Durati
 			b.Next = m.ID
 			if v, ok := m.Values[fieldEvent].(string); ok {
 				b.Events = append(b.Events, []byte(v))
+				if u, ok := m.Values[fieldUpstream].(string); ok {
+					b.Upstream = u
+				}
 				continue
 			}
 			if v, ok := m.Values[fieldEnd].(string); ok {
 				b.Ended = true
 				if v != endOK {
-					b.Err = fmt.Errorf("%w: %s", ErrBroken, v)
+					b.Err, b.Reason = fmt.Errorf("%w: %s", ErrBroken, v), v
 				}
 				return b, nil
 			}

@@ -7,6 +7,8 @@ package redisflight
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -146,20 +148,37 @@ type Streams struct{ s *livestream.Streams }
 
 var _ coalesce.Streams = (*Streams)(nil)
 
+// Start adds the first events and the upstream's name in one round trip.
+func (a *Streams) Start(ctx context.Context, key, upstream string, events [][]byte) error {
+	return a.s.Start(ctx, key, upstream, events)
+}
+
 // Append adds events in one round trip.
 func (a *Streams) Append(ctx context.Context, key string, events [][]byte) error {
 	return a.s.Append(ctx, key, events)
 }
 
-// End writes the end marker.
+// End writes the end marker. A stream its instance's shutdown cut ends
+// with coalesce.ErrShutdown's text alone, which Read on another instance
+// recognises, so that instance's followers are told the same as the
+// leader's own clients (gateway_shutting_down: retry) rather than of a
+// broken upstream.
 func (a *Streams) End(ctx context.Context, key string, cause error) error {
+	if errors.Is(cause, coalesce.ErrShutdown) {
+		cause = coalesce.ErrShutdown
+	}
 	return a.s.End(ctx, key, cause)
 }
 
-// Read reads after id, blocking up to block.
+// Read reads after id, blocking up to block. A stream that ended with a
+// shutdown (see End) has an error that is also coalesce.ErrShutdown.
 func (a *Streams) Read(ctx context.Context, key, after string, block time.Duration) (coalesce.StreamBatch, error) {
 	b, err := a.s.Read(ctx, key, after, block)
-	return coalesce.StreamBatch{Events: b.Events, Next: b.Next, Ended: b.Ended, Err: b.Err}, err
+	out := coalesce.StreamBatch{Events: b.Events, Next: b.Next, Ended: b.Ended, Err: b.Err, Upstream: b.Upstream}
+	if b.Err != nil && b.Reason == coalesce.ErrShutdown.Error() {
+		out.Err = fmt.Errorf("%w (%w)", b.Err, coalesce.ErrShutdown)
+	}
+	return out, err
 }
 
 // Followable reports a live or cleanly ended stream.

@@ -33,6 +33,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/corralhq/corral/internal/redact"
 )
 
 // Variables are the OTEL_* variables New reads itself.
@@ -154,7 +156,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 func newExporter(ctx context.Context, protocol, endpoint string, signal bool) (sdktrace.SpanExporter, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("otlp: endpoint %q: want an http:// or https:// URL", redact(endpoint))
+		return nil, fmt.Errorf("otlp: endpoint %q: want an http:// or https:// URL", redact.URL(endpoint))
 	}
 	switch protocol {
 	case "http/protobuf":
@@ -174,23 +176,6 @@ func newExporter(ctx context.Context, protocol, endpoint string, signal bool) (s
 		return exp, nil
 	}
 	return nil, fmt.Errorf("otlp: protocol %q: want http/protobuf or grpc", protocol)
-}
-
-// redact hides a URL's userinfo (a collector's user:password@) and its
-// query for the start-up error, which is printed where anyone reading the
-// process's output sees it.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparseable URL)"
-	}
-	if u.User != nil {
-		u.User = url.User("redacted")
-	}
-	if u.RawQuery != "" {
-		u.RawQuery = "redacted"
-	}
-	return u.String()
 }
 
 // samplerFrom is the OTEL_TRACES_SAMPLER sampler; the default is
