@@ -192,33 +192,33 @@ func Append(b []byte, t time.Time, level slog.Level, l *Line, sc trace.SpanConte
 	}
 	b = append(b, `","level":"`...)
 	b = append(b, level.String()...) // upper-case letters, digits, + and -: nothing to escape
-	b = append(b, `","msg":"`+Message+`","request_id":`...)
-	b = appendString(b, l.RequestID)
-	b = append(b, `,"method":`...)
-	b = appendString(b, l.Method)
-	b = append(b, `,"path":`...)
-	b = appendString(b, l.Path)
+	b = append(b, `","msg":"`+Message+`","request_id":"`...)
+	b = appendStringTail(b, l.RequestID)
+	b = append(b, `,"method":"`...)
+	b = appendStringTail(b, l.Method)
+	b = append(b, `,"path":"`...)
+	b = appendStringTail(b, l.Path)
 	b = append(b, `,"status":`...)
-	b = strconv.AppendInt(b, int64(l.Status), 10)
+	b = appendInt(b, int64(l.Status))
 	b = append(b, `,"latency_ms":`...)
 	b = appendFloat(b, l.LatencyMS)
 	b = append(b, `,"bytes":`...)
-	b = strconv.AppendInt(b, l.Bytes, 10)
+	b = appendInt(b, l.Bytes)
 	if l.Tenant != "" {
-		b = append(b, `,"tenant":`...)
-		b = appendString(b, l.Tenant)
+		b = append(b, `,"tenant":"`...)
+		b = appendStringTail(b, l.Tenant)
 	}
 	if l.Endpoint != "" {
-		b = append(b, `,"endpoint":`...)
-		b = appendString(b, l.Endpoint)
+		b = append(b, `,"endpoint":"`...)
+		b = appendStringTail(b, l.Endpoint)
 	}
 	if l.Model != "" {
-		b = append(b, `,"model":`...)
-		b = appendString(b, l.Model)
+		b = append(b, `,"model":"`...)
+		b = appendStringTail(b, l.Model)
 	}
 	if l.Cache != "" {
-		b = append(b, `,"cache":`...)
-		b = appendString(b, l.Cache)
+		b = append(b, `,"cache":"`...)
+		b = appendStringTail(b, l.Cache)
 	}
 	if l.UpstreamMS > 0 {
 		b = append(b, `,"upstream_ms":`...)
@@ -226,21 +226,21 @@ func Append(b []byte, t time.Time, level slog.Level, l *Line, sc trace.SpanConte
 	}
 	if l.Prompt+l.Completion > 0 {
 		b = append(b, `,"prompt_tokens":`...)
-		b = strconv.AppendInt(b, int64(l.Prompt), 10)
+		b = appendInt(b, int64(l.Prompt))
 		b = append(b, `,"completion_tokens":`...)
-		b = strconv.AppendInt(b, int64(l.Completion), 10)
+		b = appendInt(b, int64(l.Completion))
 	}
 	if l.Saved > 0 {
 		b = append(b, `,"saved_tokens":`...)
-		b = strconv.AppendInt(b, int64(l.Saved), 10)
+		b = appendInt(b, int64(l.Saved))
 	}
 	if l.Bypass != "" {
-		b = append(b, `,"bypass_reason":`...)
-		b = appendString(b, l.Bypass)
+		b = append(b, `,"bypass_reason":"`...)
+		b = appendStringTail(b, l.Bypass)
 	}
 	if l.Err != "" {
-		b = append(b, `,"error":`...)
-		b = appendString(b, l.Err)
+		b = append(b, `,"error":"`...)
+		b = appendStringTail(b, l.Err)
 	}
 	if sc.IsValid() { // as telemetry.LogHandler decides
 		tid, sid := sc.TraceID(), sc.SpanID()
@@ -371,8 +371,11 @@ func appendFloat(b []byte, f float64) []byte {
 	// f: a decimal with fewer significant digits lies at least 1e-15·f
 	// away, farther than f's neighbours (1.1e-16·f), so strconv would find
 	// the same digits; written directly they cost a tenth.
-	if m := math.Round(f * 1000); !math.Signbit(m) && m < 1e15 && m/1000 == f { // not -0, written "-0"
-		return appendMilli(b, int64(m))
+	// (The check m/1000 == f is what makes it right; m is only a guess.)
+	if f >= 0 && f < 1e12 && !math.Signbit(f) { // not -0, written "-0"
+		if m := int64(f*1000 + 0.5); float64(m)/1000 == f {
+			return appendMilli(b, m)
+		}
 	}
 	abs := math.Abs(f)
 	format := byte('f')
@@ -389,10 +392,29 @@ func appendFloat(b []byte, f float64) []byte {
 	return b
 }
 
+// appendInt writes n in decimal as strconv.AppendInt does, without its
+// general path for the small numbers of a line (statuses, sizes, tokens).
+func appendInt(b []byte, n int64) []byte {
+	if n < 0 || n >= 1e12 {
+		return strconv.AppendInt(b, n, 10)
+	}
+	var d [12]byte
+	i := len(d)
+	for {
+		i--
+		d[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			break
+		}
+	}
+	return append(b, d[i:]...)
+}
+
 // appendMilli writes n/1000 in decimal with trailing zeros trimmed (and
 // no point when there is no fraction), as 'f' formatting does.
 func appendMilli(b []byte, n int64) []byte {
-	b = strconv.AppendInt(b, n/1000, 10)
+	b = appendInt(b, n/1000)
 	frac := n % 1000
 	if frac == 0 {
 		return b
@@ -436,12 +458,12 @@ func mayEscape(x uint64) bool {
 	return (x|ctl|(q-ones)&^q|(bs-ones)&^bs)&highs != 0
 }
 
-// appendString writes s as a JSON string the way slog's JSON handler
-// escapes it: '"' and '\\' backslashed, \n \r \t by name, other control
+// appendStringTail writes s as the rest of a JSON string, after the
+// opening quote (the line's keys carry it: `,"path":"`), escaped the way
+// slog's JSON handler escapes it: '"' and '\\' backslashed, \n \r \t by name, other control
 // bytes as \u00XX, each invalid UTF-8 byte as \ufffd, U+2028 and U+2029 as
 // \u2028 and \u2029, everything else as it is.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
+func appendStringTail(b []byte, s string) []byte {
 	// Most values (ids, paths, model names) need no escaping: find the
 	// first byte that may, eight at a time (the last eight overlapping
 	// the word before), and copy up to it in one go.

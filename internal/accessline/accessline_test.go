@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -242,6 +243,22 @@ func TestAppendFloat(t *testing.T) {
 		check(f)
 		check(math.Nextafter(f, math.Inf(1)))
 		check(math.Nextafter(f, math.Inf(-1)))
+	}
+}
+
+// TestAppendInt compares the encoder's integers with strconv's.
+func TestAppendInt(t *testing.T) {
+	check := func(n int64) {
+		t.Helper()
+		if got, want := string(appendInt(nil, n)), strconv.FormatInt(n, 10); got != want {
+			t.Fatalf("appendInt(%d) = %s, want %s", n, got, want)
+		}
+	}
+	for n := int64(-1000); n < 100000; n++ {
+		check(n)
+	}
+	for _, n := range []int64{1e12 - 1, 1e12, 1e12 + 1, math.MaxInt64, math.MinInt64} {
+		check(n)
 	}
 }
 
