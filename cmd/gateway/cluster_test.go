@@ -90,6 +90,21 @@ func postChat(base, key, text string) (int, string, error) {
 	return resp.StatusCode, resp.Header.Get("X-Corral-Cache"), err
 }
 
+// startBurst sends n requests at once, request i as send(i) does. The
+// func it returns waits for every answer and returns their status codes,
+// in request order.
+func startBurst(n int, send func(i int) int) (codes func() []int) {
+	out := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { out[i] = send(i) })
+	}
+	return func() []int {
+		wg.Wait()
+		return out
+	}
+}
+
 // TestRedisCluster runs three gateways on a real local Redis Cluster (3
 // masters, 3 replicas): a burst of identical prompts over all three makes
 // one upstream call, requests/min holds exactly across them, and a purge
@@ -107,19 +122,17 @@ func TestRedisCluster(t *testing.T) {
 
 	t.Run("one upstream call per burst", func(t *testing.T) {
 		const n = 30
-		var wg sync.WaitGroup
-		codes := make([]int, n)
-		for i := range n {
-			wg.Go(func() { codes[i], _, _ = postChat(bases[i%3], "sk-wired", "burst") })
-		}
+		codes := startBurst(n, func(i int) int {
+			code, _, _ := postChat(bases[i%3], "sk-wired", "burst")
+			return code
+		})
 		// Hold the one upstream call until every request has arrived
 		// somewhere: the leader's call is in flight, the rest wait on it.
 		if _, err := mock.Wait(context.Background(), func(s mockllm.Stats) bool { return s.InFlight == 1 }); err != nil {
 			t.Fatal(err)
 		}
 		close(gate)
-		wg.Wait()
-		for i, code := range codes {
+		for i, code := range codes() {
 			if code != 200 {
 				t.Errorf("request %d: %d", i, code)
 			}
@@ -177,14 +190,12 @@ func TestRedisCluster(t *testing.T) {
 
 	t.Run("exact requests per minute", func(t *testing.T) {
 		const n = 45
-		var wg sync.WaitGroup
-		codes := make([]int, n)
-		for i := range n {
-			wg.Go(func() { codes[i], _, _ = postChat(bases[i%3], "sk-rpm", fmt.Sprintf("rpm %d", i)) })
-		}
-		wg.Wait()
+		codes := startBurst(n, func(i int) int {
+			code, _, _ := postChat(bases[i%3], "sk-rpm", fmt.Sprintf("rpm %d", i))
+			return code
+		})
 		ok := 0
-		for _, code := range codes {
+		for _, code := range codes() {
 			if code == 200 {
 				ok++
 			}

@@ -90,14 +90,16 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		gw.closers = append(gw.closers, stop)
 		cfg.UpstreamURL, cfg.UpstreamAPIKey = upURL, ""
 		extra = append(extra, tenant.Spec{
-			ID:                   DemoTenant,
-			KeySHA256:            []string{tenant.HashKey(DemoKey)},
-			MaxLeaders:           config.DefaultMaxLeaders,
-			CacheTTL:             cfg.CacheTTL,
-			NegativeTTL:          cfg.NegativeTTL,
-			StaleWhileRevalidate: cfg.StaleRevalidate,
-			StaleIfError:         cfg.StaleIfError,
-			Cache:                true,
+			ID:        DemoTenant,
+			KeySHA256: []string{tenant.HashKey(DemoKey)},
+			Policy: tenant.Policy{
+				MaxLeaders:           config.DefaultMaxLeaders,
+				CacheTTL:             cfg.CacheTTL,
+				NegativeTTL:          cfg.NegativeTTL,
+				StaleWhileRevalidate: cfg.StaleRevalidate,
+				StaleIfError:         cfg.StaleIfError,
+				Cache:                true,
+			},
 		})
 	}
 	loadRegistry := func() (*tenant.Registry, error) {
@@ -321,17 +323,19 @@ func tenantSpecs(cfg config.Config) ([]tenant.Spec, error) {
 	specs := make([]tenant.Spec, 0, len(tf.Tenants))
 	for _, t := range tf.Tenants {
 		s := tenant.Spec{
-			ID:                   t.ID,
-			RequestsPerMinute:    t.RequestsPerMinute,
-			TokensPerMinute:      t.TokensPerMinute,
-			MaxLeaders:           t.Leaders(),
-			Models:               t.Models,
-			CacheTTL:             cfg.CacheTTL,
-			NegativeTTL:          cfg.NegativeTTL,
-			StaleWhileRevalidate: cfg.StaleRevalidate,
-			StaleIfError:         cfg.StaleIfError,
-			Cache:                t.Caches(),
-			DenyObjects:          t.DeniesObjects(),
+			ID: t.ID,
+			Policy: tenant.Policy{
+				RequestsPerMinute:    t.RequestsPerMinute,
+				TokensPerMinute:      t.TokensPerMinute,
+				MaxLeaders:           t.Leaders(),
+				Models:               t.Models,
+				CacheTTL:             cfg.CacheTTL,
+				NegativeTTL:          cfg.NegativeTTL,
+				StaleWhileRevalidate: cfg.StaleRevalidate,
+				StaleIfError:         cfg.StaleIfError,
+				Cache:                t.Caches(),
+				DenyObjects:          t.DeniesObjects(),
+			},
 		}
 		if t.CacheTTL != nil {
 			s.CacheTTL = t.CacheTTL.Duration

@@ -102,10 +102,29 @@ func (c *cluster) startMock(ctx context.Context) error {
 
 // startFloor starts the floor proxy in front of the mock.
 func (c *cluster) startFloor(ctx context.Context, name string) (*proc, error) {
-	return c.startServer(ctx, name, proxyCPU, "/mock/stats", func(addr string) ([]string, []string) {
+	return c.startFloorWith(ctx, name, false)
+}
+
+// startFloorWith starts the floor proxy; with profile and profiling on,
+// it serves its profiles too (floorPprofEnv), sampled as finely as the
+// footprint scenario's gateway. Only the footprint scenario asks: the
+// load runs profile gateways alone.
+func (c *cluster) startFloorWith(ctx context.Context, name string, profile bool) (*proc, error) {
+	var pprofAddr string
+	p, err := c.startServer(ctx, name, proxyCPU, "/mock/stats", func(addr string) ([]string, []string) {
 		env := childEnv(roleEnv+"=floor", floorAddrEnv+"="+addr, floorUpstreamEnv+"=http://"+c.mock.addr)
+		if profile && c.o.PprofDir != "" {
+			if pa, err := freeAddr(); err == nil {
+				pprofAddr = pa
+				env = append(env, floorPprofEnv+"="+pa, "GODEBUG=memprofilerate=4096")
+			}
+		}
 		return env, c.floorCmd
 	})
+	if p != nil {
+		p.pprofAddr = pprofAddr
+	}
+	return p, err
 }
 
 // startGateway starts a Corral gateway in front of the mock, in Redis

@@ -113,9 +113,17 @@ func (g *Group) aggregate() {
 	g.Throughput = g.over(func(r RunResult) float64 { return r.Throughput })
 	g.P50 = g.over(func(r RunResult) float64 { return r.Latency.P50 })
 	g.P99 = g.over(func(r RunResult) float64 { return r.Latency.P99 })
-	if len(g.Runs) > 0 && g.Runs[0].TTFB != nil {
-		p50 := g.over(func(r RunResult) float64 { return ttfb(r).P50 })
-		p99 := g.over(func(r RunResult) float64 { return ttfb(r).P99 })
+	// TTFB over the runs that completed a stream: on a loaded machine a
+	// run's window can close before any did, and a zero would pull the
+	// median down.
+	var p50s, p99s []float64
+	for _, r := range g.Runs {
+		if r.TTFB != nil {
+			p50s, p99s = append(p50s, r.TTFB.P50), append(p99s, r.TTFB.P99)
+		}
+	}
+	if len(p50s) > 0 {
+		p50, p99 := spreadOf(p50s), spreadOf(p99s)
 		g.TTFBP50, g.TTFBP99 = &p50, &p99
 	}
 	g.ProxyCPU = g.over(func(r RunResult) float64 { return r.CPU[g.proc] })

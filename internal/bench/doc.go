@@ -24,7 +24,9 @@
 // With Options.PprofDir (corralbench -pprof) every gateway also serves
 // net/http/pprof on its own loopback port, and each load run of a
 // comparison against a gateway saves a CPU and an allocation profile of
-// its measured window (see pprof.go).
+// its measured window (see pprof.go); the footprint scenario saves heap
+// and goroutine profiles of the gateway and of the floor, idle and with
+// the streams open (footprintProfiles).
 //
 // The command is bench/cmd/corralbench (`make bench`); the numbers and
 // what they mean are in docs/benchmarks.md.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
@@ -25,6 +26,10 @@ const (
 	roleEnv          = "CORRAL_BENCH_ROLE" // "floor" or "static"
 	floorAddrEnv     = "CORRAL_BENCH_FLOOR_ADDR"
 	floorUpstreamEnv = "CORRAL_BENCH_FLOOR_UPSTREAM"
+	// floorPprofEnv, set by -pprof, serves net/http/pprof on its own
+	// address, as CORRAL_PPROF_ADDR does for the gateway, so the
+	// footprint scenario can profile the floor's heap and goroutines.
+	floorPprofEnv = "CORRAL_BENCH_FLOOR_PPROF"
 )
 
 // MaybeRunFloor serves the floor proxy (or the static handler, see
@@ -36,18 +41,31 @@ func MaybeRunFloor() {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	var err error
-	if role == "static" {
-		err = ServeStatic(ctx, os.Getenv(floorAddrEnv), os.Getenv(staticFileEnv))
-	} else {
-		err = ServeFloor(ctx, os.Getenv(floorAddrEnv), os.Getenv(floorUpstreamEnv))
-	}
+	err := serveRoleOf(ctx, role)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, role+":", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// serveRoleOf serves role until ctx ends, with the profiles beside it
+// when floorPprofEnv asks for them.
+func serveRoleOf(ctx context.Context, role string) error {
+	if addr := os.Getenv(floorPprofEnv); addr != "" {
+		pctx, cancel := context.WithCancel(ctx)
+		done, err := servePprof(pctx, addr)
+		if err != nil {
+			cancel()
+			return err
+		}
+		defer func() { cancel(); <-done }()
+	}
+	if role == "static" {
+		return ServeStatic(ctx, os.Getenv(floorAddrEnv), os.Getenv(staticFileEnv))
+	}
+	return ServeFloor(ctx, os.Getenv(floorAddrEnv), os.Getenv(floorUpstreamEnv))
 }
 
 // ServeFloor runs the floor of the overhead comparison on addr until ctx
@@ -75,6 +93,25 @@ func ServeFloor(ctx context.Context, addr, upstream string) error {
 		ErrorLog:      log.New(io.Discard, "", 0),
 	}
 	return serveRole(ctx, addr, rp)
+}
+
+// servePprof serves the runtime's profiles on addr until ctx ends; done
+// yields once the listener is closed.
+func servePprof(ctx context.Context, addr string) (done <-chan error, err error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	ch := make(chan error, 1)
+	go func() {
+		_, err := httpserve.Serve(ctx, srv, ln, time.Second, nil)
+		ch <- err
+	}()
+	return ch, nil
 }
 
 // serveRole serves h on addr until ctx ends: the floor's and the static

@@ -9,9 +9,11 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,9 +93,15 @@ func (h *harness) footprintPoint(ctx context.Context, kind string, n int) (Footp
 	var p *proc
 	var err error
 	if kind == "floor" {
-		p, err = h.c.startFloor(ctx, "floor-footprint")
+		p, err = h.c.startFloorWith(ctx, "floor-footprint", true)
 	} else {
-		p, err = h.c.startGateway(ctx, "corral-footprint", false)
+		var extra []string
+		if h.o.PprofDir != "" {
+			// A finer heap sample than the default 512 KiB: one stream
+			// holds tens of KiB.
+			extra = append(extra, "GODEBUG=memprofilerate=4096")
+		}
+		p, err = h.c.startGateway(ctx, "corral-footprint", false, extra...)
 	}
 	if err != nil {
 		return pt, err
@@ -120,6 +128,7 @@ func (h *harness) footprintPoint(ctx context.Context, kind string, n int) (Footp
 	if pt.BaselineKiB, err = rssKiB(p.pid()); err != nil {
 		return pt, err
 	}
+	h.footprintProfiles(ctx, p, kind, n, "idle")
 
 	t0 := time.Now()
 	set := openStreams(ctx, url, hdr, n, func(i int) []byte {
@@ -137,7 +146,35 @@ func (h *harness) footprintPoint(ctx context.Context, kind string, n int) (Footp
 	if pt.Opened > 0 {
 		pt.PerStreamKiB = float64(pt.RSSKiB-pt.BaselineKiB) / float64(pt.Opened)
 	}
+	h.footprintProfiles(ctx, p, kind, n, "open")
 	return pt, nil
+}
+
+// footprintProfiles saves, with -pprof, what a gateway holds at one point
+// of the footprint scenario (idle before the streams, or with them open):
+// its heap (inuse, after a GC; the text form ends with the runtime's
+// MemStats, stacks included) and its goroutines. What one open stream
+// holds is the difference over the streams opened, for example
+// `go tool pprof -sample_index=inuse_space -base <idle>.heap.pb.gz gateway <open>.heap.pb.gz`.
+func (h *harness) footprintProfiles(ctx context.Context, p *proc, kind string, n int, when string) {
+	if h.o.PprofDir == "" || p.pprofAddr == "" {
+		return
+	}
+	base := filepath.Join(h.o.PprofDir, fmt.Sprintf("footprint_%s_%d_%s", slug(kind), n, when))
+	for _, f := range []struct{ query, suffix string }{
+		{"heap?gc=1", ".heap.pb.gz"},
+		{"heap?gc=1&debug=1", ".heap.txt"},
+		{"goroutine", ".goroutine.pb.gz"},
+		{"goroutine?debug=1", ".goroutine.txt"},
+	} {
+		pf := ProfileFile{Scenario: "footprint", Case: fmt.Sprintf("%d streams, %s", n, when), Target: kind,
+			Kind: strings.TrimSuffix(strings.TrimPrefix(f.suffix, "."), ".pb.gz"), Path: base + f.suffix}
+		if err := fetchTo(ctx, "http://"+p.pprofAddr+"/debug/pprof/"+f.query, pf.Path, 30*time.Second); err != nil {
+			pf.Error = err.Error()
+			h.o.logf("  pprof %s: %s", pf.Path, pf.Error)
+		}
+		h.rep.Profiles = append(h.rep.Profiles, pf)
+	}
 }
 
 // openSet is a set of streams held open by the load generator.

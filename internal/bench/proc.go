@@ -21,7 +21,8 @@ import (
 type proc struct {
 	name string
 	addr string // host:port it serves on
-	// pprofAddr is a gateway's CORRAL_PPROF_ADDR (-pprof), else "".
+	// pprofAddr is a gateway's CORRAL_PPROF_ADDR (-pprof), or a profiled
+	// floor's (footprint), else "".
 	pprofAddr string
 	cpu       int // CPU it is pinned to, -1 when not pinned
 	cmd       *exec.Cmd

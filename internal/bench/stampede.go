@@ -121,6 +121,31 @@ func (h *harness) stampede(ctx context.Context) error {
 	return nil
 }
 
+// fire sends size requests at once, round robin over gws: each waits for
+// one close, so they reach the gateways together, as a stampede does. It
+// returns each answer with the instance it went to and the time it was
+// whole, and the time the requests were let go.
+func fire(ctx context.Context, gws []*proc, size int, send func(ctx context.Context, url string) answer) ([]timedAnswer, time.Time) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	got := make([]timedAnswer, size)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range size {
+		inst := i % len(gws)
+		url := "http://" + gws[inst].addr + "/v1/chat/completions"
+		wg.Go(func() {
+			<-start
+			a := send(rctx, url)
+			got[i] = timedAnswer{answer: a, instance: inst, at: time.Now()}
+		})
+	}
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	return got, t0
+}
+
 // timedAnswer is one request of a burst.
 type timedAnswer struct {
 	answer
@@ -141,23 +166,9 @@ func (h *harness) burst(ctx context.Context, cfg *stampedeConfig, hdr http.Heade
 	if err != nil {
 		return BurstResult{}, wt, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	got := make([]timedAnswer, size)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range size {
-		inst := i % len(cfg.gws)
-		url := "http://" + cfg.gws[inst].addr + "/v1/chat/completions"
-		wg.Go(func() {
-			<-start
-			a := doRequest(rctx, cfg.c, url, hdr, body, false, nil)
-			got[i] = timedAnswer{answer: a, instance: inst, at: time.Now()}
-		})
-	}
-	t0 := time.Now()
-	close(start)
-	wg.Wait()
+	got, t0 := fire(ctx, cfg.gws, size, func(ctx context.Context, url string) answer {
+		return doRequest(ctx, cfg.c, url, hdr, body, false, nil)
+	})
 	after, err := h.c.mockRequests(ctx)
 	if err != nil {
 		return BurstResult{}, wt, err

@@ -122,3 +122,25 @@ func TestThousands(t *testing.T) {
 		}
 	}
 }
+
+// A streaming run whose window closed before any stream completed has no
+// TTFB: the group's TTFB comes from the runs that have one, and the report
+// writes a dash for a group with none instead of failing.
+func TestStreamingGroupsWithoutTTFB(t *testing.T) {
+	g := Group{Case: streamCase(), Target: "corral-redis", Runs: []RunResult{
+		{Throughput: 10},
+		{Throughput: 12, TTFB: &Summary{N: 5, P50: 1.5, P99: 3}},
+		{Throughput: 11, TTFB: &Summary{N: 4, P50: 2.5, P99: 4}},
+	}}
+	g.aggregate()
+	if g.TTFBP50 == nil || g.TTFBP50.N != 2 || g.TTFBP50.Median != 2 || g.TTFBP99.Max != 4 {
+		t.Fatalf("TTFB p50 = %+v, p99 = %+v; want the two runs that had one", g.TTFBP50, g.TTFBP99)
+	}
+	none := Group{Case: streamCase(), Target: "floor", Runs: []RunResult{{Throughput: 9}}}
+	none.aggregate()
+	var out strings.Builder
+	writeStreaming(&out, []Group{none, g}, nil)
+	if !strings.Contains(out.String(), "| floor | – | – |") {
+		t.Errorf("report:\n%s\nwant a dash for the group without TTFB", out.String())
+	}
+}

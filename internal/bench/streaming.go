@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -113,21 +112,9 @@ func (h *harness) followers(ctx context.Context, hdr http.Header, nonce int64) e
 				return err
 			}
 			body := chatBody(fmt.Sprintf("followers %d %s %d", nonce, cfg.name, round), true, streamMock)
-			got := make([]timedAnswer, followerSize)
-			start := make(chan struct{})
-			rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-			var wg sync.WaitGroup
-			for j := range followerSize {
-				inst := j % len(cfg.gws)
-				url := "http://" + cfg.gws[inst].addr + "/v1/chat/completions"
-				wg.Go(func() {
-					<-start
-					got[j] = timedAnswer{answer: doRequest(rctx, c, url, hdr, body, true, make([]byte, 32<<10)), instance: inst}
-				})
-			}
-			close(start)
-			wg.Wait()
-			cancel()
+			got, _ := fire(ctx, cfg.gws, followerSize, func(ctx context.Context, url string) answer {
+				return doRequest(ctx, c, url, hdr, body, true, make([]byte, 32<<10))
+			})
 			after, err := h.c.mockRequests(ctx)
 			if err != nil {
 				return err
@@ -176,6 +163,10 @@ func writeStreaming(w io.Writer, gs []Group, fs []FollowerGroup) {
 	t := &table{head: []string{"target", "TTFB p50 ms", "TTFB p99 ms", "TTFB p50 vs direct", "TTFB p50 vs floor", "total p50 ms", "total p99 ms", "streams/s", "proxy CPU", "other procs CPU", "errors"}}
 	for i := range gs {
 		g := &gs[i]
+		if g.TTFBP50 == nil { // no run completed a stream
+			t.add(g.Target, "–", "–", "", "", fmtMS(g.P50), fmtMS(g.P99), fmtRate(g.Throughput), fmtCores(g.ProxyCPU), fmtCores(g.OtherCPU), fmtErrors(g))
+			continue
+		}
 		t.add(g.Target, fmtMS(*g.TTFBP50), fmtMS(*g.TTFBP99), fmtDelta(direct, g, ttfbP50Of), fmtDelta(floor, g, ttfbP50Of),
 			fmtMS(g.P50), fmtMS(g.P99), fmtRate(g.Throughput), fmtCores(g.ProxyCPU), fmtCores(g.OtherCPU), fmtErrors(g))
 	}

@@ -14,8 +14,7 @@ import (
 )
 
 func TestRedisSetUsesPX(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client()
+	rdb := redistest.Client(t)
 	s := NewRedis(rdb, RedisOptions{})
 	ctx := context.Background()
 	key := testKey("acme", "r")
@@ -40,8 +39,7 @@ func TestRedisCorruptValueIsMiss(t *testing.T) {
 		{"future version", "\xc2\x90\x03"},
 		{"truncated", string(Marshal(fullEntry(newFakeClock()))[:20])},
 	}
-	srv := redistest.Start(t)
-	rdb := srv.Client()
+	rdb := redistest.Client(t)
 	s := NewRedis(rdb, RedisOptions{})
 	ctx := context.Background()
 	for _, tt := range tests {
@@ -177,8 +175,7 @@ func TestNewRedisDefaults(t *testing.T) {
 }
 
 func BenchmarkRedisGetHit(b *testing.B) {
-	srv := redistest.Start(b)
-	s := NewRedis(srv.Client(), RedisOptions{})
+	s := NewRedis(redistest.Client(b), RedisOptions{})
 	ctx := context.Background()
 	key := testKey("acme", "r")
 	if err := s.Set(ctx, key, benchEntry(), time.Hour); err != nil {

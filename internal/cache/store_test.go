@@ -53,8 +53,7 @@ func openMemoryBackend(t *testing.T) backend {
 }
 
 func openRedisBackend(t *testing.T) backend {
-	srv := redistest.Start(t)
-	rdb := srv.Client()
+	rdb := redistest.Client(t)
 	clock := newFakeClock()
 	return backend{
 		store: NewRedis(rdb, RedisOptions{Now: clock.Now}),

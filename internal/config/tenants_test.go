@@ -10,6 +10,11 @@ import (
 const hashA = "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
 const hashB = "fcde2b2edba56bf408601fb721fe9b5c338d10ee429ea04fae5511b68fbf8fb9"
 
+// keyA is the keys line of a tenant holding hashA, the third line of most
+// tenants files below (after "tenants:" and "- id:"), so a case's own line
+// is line 4.
+const keyA = "    keys: [{sha256: \"" + hashA + "\"}]\n"
+
 func TestParseTenantsYAML(t *testing.T) {
 	tf, err := ParseTenants("t.yaml", []byte(`
 tenants:
@@ -48,7 +53,7 @@ tenants:
 // TestParseTenantsStaleWindowsOff: 0 is an explicit "off", not an error
 // (unlike a TTL, which must be positive).
 func TestParseTenantsStaleWindowsOff(t *testing.T) {
-	tf, err := ParseTenants("t.yaml", []byte("tenants:\n  - id: acme\n    keys: [{sha256: \""+hashA+"\"}]\n    stale_while_revalidate: 0s\n    stale_if_error: 0s\n"))
+	tf, err := ParseTenants("t.yaml", []byte("tenants:\n  - id: acme\n"+keyA+"    stale_while_revalidate: 0s\n    stale_if_error: 0s\n"))
 	if err != nil {
 		t.Fatalf("ParseTenants: %v", err)
 	}
@@ -75,12 +80,12 @@ func TestParseTenantsErrors(t *testing.T) {
 	}{
 		{
 			name: "unknown field",
-			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n    colour: blue\n",
+			give: "tenants:\n  - id: acme\n" + keyA + "    colour: blue\n",
 			want: []string{"t.yaml:4", "colour", "unknown field"},
 		},
 		{
 			name: "duplicate id",
-			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n  - id: acme\n    keys: [{sha256: \"" + hashB + "\"}]\n",
+			give: "tenants:\n  - id: acme\n" + keyA + "  - id: acme\n    keys: [{sha256: \"" + hashB + "\"}]\n",
 			want: []string{"t.yaml:4", "tenants[1].id", "duplicate id"},
 		},
 		{
@@ -95,7 +100,7 @@ func TestParseTenantsErrors(t *testing.T) {
 		},
 		{
 			name: "bad duration",
-			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n    cache_ttl: forever\n",
+			give: "tenants:\n  - id: acme\n" + keyA + "    cache_ttl: forever\n",
 			want: []string{"t.yaml:4", "forever"},
 		},
 		{
@@ -110,22 +115,22 @@ func TestParseTenantsErrors(t *testing.T) {
 		},
 		{
 			name: "negative limit",
-			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n    requests_per_minute: -1\n",
+			give: "tenants:\n  - id: acme\n" + keyA + "    requests_per_minute: -1\n",
 			want: []string{"t.yaml:4", "requests_per_minute"},
 		},
 		{
 			name: "negative stale window",
-			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n    stale_while_revalidate: -1s\n",
+			give: "tenants:\n  - id: acme\n" + keyA + "    stale_while_revalidate: -1s\n",
 			want: []string{"t.yaml:4", "tenants[0].stale_while_revalidate", "0 (off)"},
 		},
 		{
 			name: "bad stale window",
-			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n    stale_if_error: a-day\n",
+			give: "tenants:\n  - id: acme\n" + keyA + "    stale_if_error: a-day\n",
 			want: []string{"t.yaml:4", "tenants[0].stale_if_error", "a-day"},
 		},
 		{
 			name: "zero leaders",
-			give: "tenants:\n  - id: acme\n    keys: [{sha256: \"" + hashA + "\"}]\n    max_leaders: 0\n",
+			give: "tenants:\n  - id: acme\n" + keyA + "    max_leaders: 0\n",
 			want: []string{"t.yaml:4", "max_leaders"},
 		},
 	}
@@ -148,7 +153,6 @@ func TestParseTenantsErrors(t *testing.T) {
 // catches names the file, the line and the field's path in the file, in
 // words an operator reads, never a Go struct.
 func TestParseTenantsDecodeErrors(t *testing.T) {
-	const key = "    keys: [{sha256: \"" + hashA + "\"}]\n"
 	tests := []struct {
 		name string
 		give string
@@ -156,26 +160,26 @@ func TestParseTenantsDecodeErrors(t *testing.T) {
 	}{
 		{"empty file", "", "tenants file t.yaml: the file is empty; want a tenants: list (see the README's Tenants file)"},
 		{"only comments", "# nothing yet\n\n", "tenants file t.yaml: the file is empty; want a tenants: list (see the README's Tenants file)"},
-		{"string for int", "tenants:\n  - id: acme\n" + key + "    requests_per_minute: lots\n",
+		{"string for int", "tenants:\n  - id: acme\n" + keyA + "    requests_per_minute: lots\n",
 			`tenants file t.yaml:4: tenants[0].requests_per_minute: want a whole number, got "lots"`},
-		{"fraction for int", "tenants:\n  - id: acme\n" + key + "    max_leaders: 2.5\n",
+		{"fraction for int", "tenants:\n  - id: acme\n" + keyA + "    max_leaders: 2.5\n",
 			"tenants file t.yaml:4: tenants[0].max_leaders: want a whole number, got 2.5"},
-		{"string for bool", "tenants:\n  - id: acme\n" + key + "    cache: maybe\n",
+		{"string for bool", "tenants:\n  - id: acme\n" + keyA + "    cache: maybe\n",
 			`tenants file t.yaml:4: tenants[0].cache: want true or false, got "maybe"`},
-		{"list for string", "tenants:\n  - id: [a, b]\n" + key,
+		{"list for string", "tenants:\n  - id: [a, b]\n" + keyA,
 			"tenants file t.yaml:2: tenants[0].id: want a string, got a list"},
-		{"string for list", "tenants:\n  - id: acme\n" + key + "    models: gpt-4o\n",
+		{"string for list", "tenants:\n  - id: acme\n" + keyA + "    models: gpt-4o\n",
 			"tenants file t.yaml:4: tenants[0].models: want a list, got a string"},
 		{"mapping for list", "tenants:\n  - id: acme\n    keys: {sha256: \"" + hashA + "\"}\n",
 			"tenants file t.yaml:3: tenants[0].keys: want a list, got a mapping (key: value)"},
 		{"number for list in JSON", `{"tenants": [{"id": "acme", "keys": 3}]}`,
 			"tenants file t.yaml:1: tenants[0].keys: want a list, got a whole number"},
 		{"tenants not a list", "tenants: acme\n", "tenants file t.yaml:1: tenants: want a list, got a string"},
-		{"unknown field", "tenants:\n  - id: acme\n" + key + "    colour: blue\n",
+		{"unknown field", "tenants:\n  - id: acme\n" + keyA + "    colour: blue\n",
 			`tenants file t.yaml:4: tenants[0].colour: unknown field "colour" (a typo? see the README for the fields)`},
 		{"unknown key field", "tenants:\n  - id: acme\n    keys:\n      - sha: abc\n",
 			`tenants file t.yaml:4: tenants[0].keys[0].sha: unknown field "sha" (a typo? see the README for the fields)`},
-		{"second document", "tenants:\n  - id: acme\n" + key + "---\ntenants: []\n",
+		{"second document", "tenants:\n  - id: acme\n" + keyA + "---\ntenants: []\n",
 			"tenants file t.yaml:5: more than one YAML document (---); put everything in one"},
 		{"bad indentation", "tenants:\n  - id: acme\n   keys: x\n", "tenants file t.yaml:3: YAML syntax: value is not allowed in this context"},
 	}
@@ -227,7 +231,7 @@ func TestParseTenantsDoesNotEchoGarbage(t *testing.T) {
 		{"a key where a number goes", "tenants:\n  - id: a\n    max_leaders: sk-SECRET\n"},
 		{"colons", ":::SECRET:::"},
 		{"an env file", "OPENAI_API_KEY=sk-SECRET\nCORRAL_ADMIN_TOKEN=SECRET\n"},
-		{"a huge bad id", "tenants:\n  - id: " + strings.Repeat("SECRET", 100) + "\n    keys: [{sha256: \"" + hashA + "\"}]\n"},
+		{"a huge bad id", "tenants:\n  - id: " + strings.Repeat("SECRET", 100) + "\n" + keyA},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

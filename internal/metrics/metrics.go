@@ -94,6 +94,16 @@ func (c *children[K, V]) put(k K, v V) {
 // a two-minute generation.
 var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 
+// latencyHistogram is a histogram of durations in seconds over
+// latencyBuckets, so every latency Corral exports can be compared bucket
+// for bucket. It takes the opts literal (Buckets unset) rather than a name
+// and help, so each metric's Name stays in a HistogramOpts, as
+// internal/config's dashboard test reads it from this source.
+func latencyHistogram(opts prometheus.HistogramOpts, labels ...string) *prometheus.HistogramVec {
+	opts.Buckets = latencyBuckets
+	return prometheus.NewHistogramVec(opts, labels)
+}
+
 // New registers Corral's metrics and the Go runtime and process metrics on
 // a fresh registry.
 func New() *Metrics {
@@ -102,21 +112,18 @@ func New() *Metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_requests_total", Help: "Requests answered, by tenant, endpoint, X-Corral-Cache value and HTTP status.",
 		}, []string{"tenant", "endpoint", "cache", "code"}),
-		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		requestSeconds: latencyHistogram(prometheus.HistogramOpts{
 			Name: "corral_request_duration_seconds", Help: "Time to answer a request (to the end of a stream), by X-Corral-Cache value.",
-			Buckets: latencyBuckets,
-		}, []string{"cache"}),
+		}, "cache"),
 		upstreamCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_upstream_calls_total", Help: "Calls made to the upstream, by tenant, model and outcome (answer, deterministic, upstream_auth, transient, timeout, error, canceled).",
 		}, []string{"tenant", "model", "outcome"}),
-		upstreamSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		upstreamSeconds: latencyHistogram(prometheus.HistogramOpts{
 			Name: "corral_upstream_duration_seconds", Help: "Duration of upstream calls, by outcome.",
-			Buckets: latencyBuckets,
-		}, []string{"outcome"}),
-		coalescedWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		}, "outcome"),
+		coalescedWait: latencyHistogram(prometheus.HistogramOpts{
 			Name: "corral_coalesced_wait_seconds", Help: "How long coalesced waiters waited for another request's answer; the count is the number of coalesced waiters.",
-			Buckets: latencyBuckets,
-		}, []string{"tenant"}),
+		}, "tenant"),
 		lockTakeovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "corral_lock_takeovers_total", Help: "Times a waiter found another instance's lock gone without an answer and led a new attempt.",
 		}),

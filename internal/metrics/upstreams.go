@@ -62,10 +62,9 @@ func (m *Metrics) EnableUpstreams(read func() []UpstreamState) {
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_upstream_attempts_total", Help: "Attempts at each upstream, by upstream and outcome (answer, retry, cooldown, error, timeout, canceled); failover makes several per call.",
 		}, []string{"upstream", "outcome"}),
-		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		seconds: latencyHistogram(prometheus.HistogramOpts{
 			Name: "corral_upstream_attempt_duration_seconds", Help: "Time to each upstream's response headers (or failure), by upstream.",
-			Buckets: latencyBuckets,
-		}, []string{"upstream"}),
+		}, "upstream"),
 		states: &stateCollector{
 			desc: prometheus.NewDesc("corral_upstream_state", "1 for each upstream's current passive-health state (closed, cooling, open, half_open), 0 for the others.", []string{"upstream", "state"}, nil),
 			read: read,

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/corralhq/corral/internal/wire/anthropic"
 )
 
 type modelList struct {
@@ -37,27 +39,7 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(b)
 }
 
-// anthropicModels is the model list in Anthropic's shape:
-// {"data":[{"type":"model","id":...,"display_name":...,"created_at":...}],
-// "has_more":false,"first_id":...,"last_id":...}.
+// anthropicModels is the model list in Anthropic's shape.
 func (s *Server) anthropicModels() []byte {
-	type model struct {
-		Type        string `json:"type"`
-		ID          string `json:"id"`
-		DisplayName string `json:"display_name"`
-		CreatedAt   string `json:"created_at"`
-	}
-	list := struct {
-		Data    []model `json:"data"`
-		HasMore bool    `json:"has_more"`
-		FirstID string  `json:"first_id"`
-		LastID  string  `json:"last_id"`
-	}{Data: make([]model, len(s.opts.Models))}
-	for i, id := range s.opts.Models {
-		list.Data[i] = model{Type: "model", ID: id, DisplayName: id, CreatedAt: "2025-01-01T00:00:00Z"}
-	}
-	if len(list.Data) > 0 {
-		list.FirstID, list.LastID = list.Data[0].ID, list.Data[len(list.Data)-1].ID
-	}
-	return mustMarshal(list)
+	return mustMarshal(anthropic.NewModelList(s.opts.Models, "2025-01-01T00:00:00Z"))
 }

@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	officialopenai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/objects/objectstest"
 )
 
 // TestResponsesWithOfficialSDK checks the mock's Responses API against
@@ -20,7 +20,7 @@ import (
 // id and text both ways, and an injected failure as the SDK's error.
 func TestResponsesWithOfficialSDK(t *testing.T) {
 	_, ts := startServer(t, mockllm.Options{StreamChunks: 3})
-	c := officialopenai.NewClient(option.WithBaseURL(ts.URL+"/v1"), option.WithAPIKey("sk-test"), option.WithMaxRetries(0))
+	c := objectstest.SDK(ts.URL, "sk-test")
 	ctx := testContext(t)
 	params := responses.ResponseNewParams{Model: "gpt-4o-mini", Input: responses.ResponseNewParamsInputUnion{OfString: officialopenai.String("hello there")}}
 

@@ -88,8 +88,7 @@ func TestBoltStoreSurvivesReopen(t *testing.T) {
 }
 
 func TestRedisStore(t *testing.T) {
-	rs := redistest.Start(t)
-	rdb := rs.Client()
+	rdb := redistest.Client(t)
 	s := NewRedis(rdb, RedisOptions{})
 	testStore(t, s)
 	if _, err := s.Claim(context.Background(), "resp_1", Owner{Tenant: "a", Kind: "response"}); err != nil {

@@ -71,8 +71,7 @@ func TestRedisConcurrentInstances(t *testing.T) {
 // numbers hold within generous margins, and the key expires when its bucket
 // is full again.
 func TestRedisServerTime(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client()
+	rdb := redistest.Client(t)
 	l := NewRedis(rdb, RedisOptions{Timeout: 5 * time.Second})
 	key := mustKey(t, "acme", Requests)
 	ctx := context.Background()
@@ -124,8 +123,7 @@ func TestRedisServerTime(t *testing.T) {
 // TestRedisScriptFlushed: after SCRIPT FLUSH (or a server restart) EVALSHA
 // fails with NOSCRIPT and the limiter falls back to EVAL transparently.
 func TestRedisScriptFlushed(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client()
+	rdb := redistest.Client(t)
 	l := NewRedis(rdb, RedisOptions{})
 	ctx := context.Background()
 	key := mustKey(t, "acme", Requests)

@@ -62,6 +62,14 @@ func Start(tb testing.TB) *Server {
 	return nil
 }
 
+// Client starts a redis-server for tb alone, as Start does, and returns a
+// client of it: the whole setup of a test that only talks to Redis and
+// never stops it or hands its URL on.
+func Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	return Start(tb).Client()
+}
+
 // URL is the redis:// URL of the server, as CORRAL_REDIS_URL takes it.
 func (s *Server) URL() string { return s.url }
 

@@ -58,12 +58,14 @@ func bearerOnly(r *http.Request) string {
 	return strings.TrimSpace(key)
 }
 
-var errAdminAuth = &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "invalid_api_key",
-	Message: "Admin endpoints need 'Authorization: Bearer <CORRAL_ADMIN_TOKEN>'."}
+var (
+	errAdminAuth = clientError(http.StatusUnauthorized, "invalid_api_key", "Admin endpoints need 'Authorization: Bearer <CORRAL_ADMIN_TOKEN>'.")
+	// errPurgeFailed answers a purge the cache store did not complete.
+	errPurgeFailed = serverError(http.StatusServiceUnavailable, "purge_failed", "The purge did not complete (cache store unreachable); retry it.")
+)
 
 func errUnknownTenant(id string) *apiError {
-	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found", Param: "tenant",
-		Message: "No tenant with id " + jsonQuote(id) + "."}
+	return clientError(http.StatusNotFound, "not_found", "No tenant with id "+jsonQuote(id)+".").withParam("tenant")
 }
 
 func jsonQuote(s string) string {
@@ -86,8 +88,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 	c, err := s.usage.Get(r.Context(), id)
 	if err != nil {
 		recordFrom(r.Context()).err = err.Error()
-		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "usage_unavailable",
-			Message: "Usage counters are unavailable right now (Redis unreachable)."})
+		writeError(w, serverError(http.StatusServiceUnavailable, "usage_unavailable", "Usage counters are unavailable right now (Redis unreachable)."))
 		return
 	}
 	writeJSON(w, struct {
@@ -123,8 +124,7 @@ func (s *Server) handlePurgeTenant(w http.ResponseWriter, r *http.Request) {
 		n, err := s.cache.DeletePattern(r.Context(), keying.TenantPattern(id)+"}:"+string(kind))
 		if err != nil {
 			recordFrom(r.Context()).err = err.Error()
-			writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "purge_failed",
-				Message: "The purge did not complete (cache store unreachable); retry it."})
+			writeError(w, errPurgeFailed)
 			return
 		}
 		total += n
@@ -154,8 +154,7 @@ func (s *Server) handlePurgeKey(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.cache.Delete(r.Context(), names...); err != nil {
 		recordFrom(r.Context()).err = err.Error()
-		writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "purge_failed",
-			Message: "The purge did not complete (cache store unreachable); retry it."})
+		writeError(w, errPurgeFailed)
 		return
 	}
 	writeJSON(w, map[string]int{"deleted": deleted})

@@ -26,6 +26,31 @@ func multipartBody(t *testing.T, fields ...string) (string, string) {
 	return b.String(), mw.FormDataContentType()
 }
 
+// modelBody is a request body a tenant sends to a path, for the
+// allow-list to read the model from.
+type modelBody struct {
+	name        string
+	key         string
+	path        string
+	contentType string // "" sends no Content-Type
+	body        string
+}
+
+// post sends b to h's gateway; the caller closes the response body.
+func (b modelBody) post(t *testing.T, h *harness) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.gw.URL+b.path, strings.NewReader(b.body))
+	req.Header.Set("Authorization", "Bearer "+b.key)
+	if b.contentType != "" {
+		req.Header.Set("Content-Type", b.contentType)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 // TestModelAllowListReadsWhatTheUpstreamReads holds fault 3 of issue 13:
 // the allow-list was checked only on proxied bodies starting with '{', and
 // read "model" where a case-insensitive decoder upstream reads "MODEL".
@@ -34,45 +59,34 @@ func TestModelAllowListReadsWhatTheUpstreamReads(t *testing.T) {
 	form, formType := multipartBody(t, "file", "RIFF....", "model", "whisper-1")
 	twoModels, twoType := multipartBody(t, "model", "gpt-4o-mini", "model", "whisper-1")
 	tests := []struct {
-		name        string
-		path        string
-		contentType string
-		body        string
-		wantStatus  int
-		wantCode    string
+		modelBody
+		wantStatus int
+		wantCode   string
 	}{
-		{"proxied, leading space", "/v1/moderations", "application/json", ` {"model":"o1-pro","input":"x"}`, 403, "model_not_allowed"},
-		{"proxied, leading newline, no content type", "/v1/moderations", "", "\r\n\t{\"model\":\"o1-pro\"}", 403, "model_not_allowed"},
-		{"proxied, leading space, text/plain", "/v1/moderations", "text/plain", ` {"model":"o1-pro"}`, 403, "model_not_allowed"},
-		{"proxied, upper-case key alone", "/v1/moderations", "application/json", `{"MODEL":"o1-pro","input":"x"}`, 400, "invalid_request_error"},
-		{"proxied, case variant beside an allowed model", "/v1/moderations", "application/json", `{"model":"gpt-4o-mini","Model":"o1-pro"}`, 400, "invalid_request_error"},
-		{"proxied, escaped case variant", "/v1/moderations", "application/json", `{"\u004dODEL":"o1-pro"}`, 400, "invalid_request_error"},
-		{"proxied, byte order mark", "/v1/moderations", "application/json", "\xef\xbb\xbf{\"model\":\"o1-pro\"}", 400, "invalid_request_error"},
-		{"proxied, JSON content type, not JSON", "/v1/moderations", "application/json; charset=utf-8", "\x00{\x00\"\x00m", 400, "invalid_request_error"},
-		{"proxied, model not a string", "/v1/moderations", "application/json", `{"model":["o1-pro"]}`, 400, "invalid_request_error"},
-		{"proxied, model null", "/v1/moderations", "application/json", `{"model":null}`, 400, "invalid_request_error"},
-		{"proxied, multipart form", "/v1/audio/transcriptions", formType, form, 403, "model_not_allowed"},
-		{"proxied, multipart form with two models", "/v1/audio/transcriptions", twoType, twoModels, 400, "invalid_request_error"},
-		{"proxied, multipart form without boundary", "/v1/audio/transcriptions", "multipart/form-data", form, 400, "invalid_request_error"},
-		{"proxied, url-encoded form", "/v1/audio/speech", "application/x-www-form-urlencoded", "input=hi&model=tts-1", 403, "model_not_allowed"},
-		{"proxied, url-encoded form with two models", "/v1/audio/speech", "application/x-www-form-urlencoded", "model=gpt-4o-mini&model=tts-1", 400, "invalid_request_error"},
-		{"cached, leading space", "/v1/chat/completions", "application/json", ` {"model":"gpt-4o","messages":[]}`, 403, "model_not_allowed"},
-		{"cached, case variant beside an allowed model", "/v1/chat/completions", "application/json", `{"model":"gpt-4o-mini","MODEL":"gpt-4o","messages":[]}`, 400, "invalid_request_error"},
-		{"cached, upper-case key alone", "/v1/chat/completions", "application/json", `{"MODEL":"gpt-4o","messages":[]}`, 400, "invalid_request_error"},
-		{"cached, case-variant stream", "/v1/chat/completions", "application/json", `{"model":"gpt-4o-mini","Stream":true,"messages":[]}`, 400, "invalid_request_error"},
+		{modelBody{"proxied, leading space", limitedKey, "/v1/moderations", "application/json", ` {"model":"o1-pro","input":"x"}`}, 403, "model_not_allowed"},
+		{modelBody{"proxied, leading newline, no content type", limitedKey, "/v1/moderations", "", "\r\n\t{\"model\":\"o1-pro\"}"}, 403, "model_not_allowed"},
+		{modelBody{"proxied, leading space, text/plain", limitedKey, "/v1/moderations", "text/plain", ` {"model":"o1-pro"}`}, 403, "model_not_allowed"},
+		{modelBody{"proxied, upper-case key alone", limitedKey, "/v1/moderations", "application/json", `{"MODEL":"o1-pro","input":"x"}`}, 400, "invalid_request_error"},
+		{modelBody{"proxied, case variant beside an allowed model", limitedKey, "/v1/moderations", "application/json", `{"model":"gpt-4o-mini","Model":"o1-pro"}`}, 400, "invalid_request_error"},
+		{modelBody{"proxied, escaped case variant", limitedKey, "/v1/moderations", "application/json", `{"\u004dODEL":"o1-pro"}`}, 400, "invalid_request_error"},
+		{modelBody{"proxied, byte order mark", limitedKey, "/v1/moderations", "application/json", "\xef\xbb\xbf{\"model\":\"o1-pro\"}"}, 400, "invalid_request_error"},
+		{modelBody{"proxied, JSON content type, not JSON", limitedKey, "/v1/moderations", "application/json; charset=utf-8", "\x00{\x00\"\x00m"}, 400, "invalid_request_error"},
+		{modelBody{"proxied, model not a string", limitedKey, "/v1/moderations", "application/json", `{"model":["o1-pro"]}`}, 400, "invalid_request_error"},
+		{modelBody{"proxied, model null", limitedKey, "/v1/moderations", "application/json", `{"model":null}`}, 400, "invalid_request_error"},
+		{modelBody{"proxied, multipart form", limitedKey, "/v1/audio/transcriptions", formType, form}, 403, "model_not_allowed"},
+		{modelBody{"proxied, multipart form with two models", limitedKey, "/v1/audio/transcriptions", twoType, twoModels}, 400, "invalid_request_error"},
+		{modelBody{"proxied, multipart form without boundary", limitedKey, "/v1/audio/transcriptions", "multipart/form-data", form}, 400, "invalid_request_error"},
+		{modelBody{"proxied, url-encoded form", limitedKey, "/v1/audio/speech", "application/x-www-form-urlencoded", "input=hi&model=tts-1"}, 403, "model_not_allowed"},
+		{modelBody{"proxied, url-encoded form with two models", limitedKey, "/v1/audio/speech", "application/x-www-form-urlencoded", "model=gpt-4o-mini&model=tts-1"}, 400, "invalid_request_error"},
+		{modelBody{"cached, leading space", limitedKey, "/v1/chat/completions", "application/json", ` {"model":"gpt-4o","messages":[]}`}, 403, "model_not_allowed"},
+		{modelBody{"cached, case variant beside an allowed model", limitedKey, "/v1/chat/completions", "application/json", `{"model":"gpt-4o-mini","MODEL":"gpt-4o","messages":[]}`}, 400, "invalid_request_error"},
+		{modelBody{"cached, upper-case key alone", limitedKey, "/v1/chat/completions", "application/json", `{"MODEL":"gpt-4o","messages":[]}`}, 400, "invalid_request_error"},
+		{modelBody{"cached, case-variant stream", limitedKey, "/v1/chat/completions", "application/json", `{"model":"gpt-4o-mini","Stream":true,"messages":[]}`}, 400, "invalid_request_error"},
 	}
 	h := newHarness(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodPost, h.gw.URL+tt.path, strings.NewReader(tt.body))
-			req.Header.Set("Authorization", "Bearer "+limitedKey)
-			if tt.contentType != "" {
-				req.Header.Set("Content-Type", tt.contentType)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := tt.post(t, h)
 			defer resp.Body.Close()
 			if resp.StatusCode != tt.wantStatus {
 				t.Fatalf("status = %d; want %d", resp.StatusCode, tt.wantStatus)
@@ -92,13 +106,7 @@ func TestModelAllowListReadsWhatTheUpstreamReads(t *testing.T) {
 // no model, and a tenant without an allow-list sending anything.
 func TestModelAllowListLetsAllowedBodiesThrough(t *testing.T) {
 	form, formType := multipartBody(t, "model", "gpt-4o-mini", "file", "RIFF....")
-	tests := []struct {
-		name        string
-		key         string
-		path        string
-		contentType string
-		body        string
-	}{
+	tests := []modelBody{
 		{"leading space, allowed model", limitedKey, "/v1/moderations", "application/json", ` {"model":"gpt-4o-mini","input":"x"}`},
 		{"JSON without a model", limitedKey, "/v1/moderations", "application/json", `{"input":"x"}`},
 		{"nested case variants", limitedKey, "/v1/moderations", "application/json", `{"model":"gpt-4o-mini","text":{"Format":1,"format":2}}`},
@@ -109,13 +117,7 @@ func TestModelAllowListLetsAllowedBodiesThrough(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := h.mock.Stats().Requests
-			req, _ := http.NewRequest(http.MethodPost, h.gw.URL+tt.path, strings.NewReader(tt.body))
-			req.Header.Set("Authorization", "Bearer "+tt.key)
-			req.Header.Set("Content-Type", tt.contentType)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := tt.post(t, h)
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if n := h.mock.Stats().Requests - before; n != 1 {

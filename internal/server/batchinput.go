@@ -32,10 +32,8 @@ const (
 )
 
 var (
-	errBatchInputUnread = &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
-		Message: "The gateway could not read the batch's input file back from the upstream to check it; retry shortly."}
-	errBatchInputUnchecked = &apiError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: "invalid_request_error", Param: "input_file_id",
-		Message: "The batch's input file could not be checked: every line must be a JSON object of at most 16 MiB naming at most 100000 objects."}
+	errBatchInputUnread    = serverError(http.StatusBadGateway, "upstream_error", "The gateway could not read the batch's input file back from the upstream to check it; retry shortly.")
+	errBatchInputUnchecked = clientError(http.StatusBadRequest, "invalid_request_error", "The batch's input file could not be checked: every line must be a JSON object of at most 16 MiB naming at most 100000 objects.").withParam("input_file_id")
 )
 
 // checkBatchInput checks the requests in a batch's input file before the

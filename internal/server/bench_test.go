@@ -97,15 +97,8 @@ func BenchmarkStampede(b *testing.B) {
 				}
 			})
 			const size = 100
-			var wakes []time.Duration
-			var calls int64
-			burstN := 0
-			for b.Loop() {
-				burstN++
-				before := h.mock.Stats().Requests
-				body := chatBody(fmt.Sprintf("stampede %d", burstN))
-				got := timedBurst(h, size, body)
-				calls += h.mock.Stats().Requests - before
+			benchRounds(b, h, "upstream-calls/burst", "wake", func(burst int) (wakes []time.Duration) {
+				got := timedBurst(h, size, chatBody(fmt.Sprintf("stampede %d", burst)))
 				var leader time.Time
 				for _, r := range got {
 					if r.cache == cacheMiss {
@@ -117,13 +110,8 @@ func BenchmarkStampede(b *testing.B) {
 						wakes = append(wakes, r.at.Sub(leader))
 					}
 				}
-			}
-			b.ReportMetric(float64(calls)/float64(burstN), "upstream-calls/burst")
-			if len(wakes) > 0 {
-				slices.Sort(wakes)
-				b.ReportMetric(float64(wakes[len(wakes)/2].Microseconds())/1000, "wake-p50-ms")
-				b.ReportMetric(float64(wakes[len(wakes)*99/100].Microseconds())/1000, "wake-p99-ms")
-			}
+				return wakes
+			})
 		})
 	}
 }
@@ -169,12 +157,7 @@ func timedBurst(h *harness, n int, body string) []timed {
 // the leader's client each follower got its first content chunk.
 func BenchmarkLiveStreamFollowers(b *testing.B) {
 	h, _ := distributed(b, 3, slowStream(20, 100*time.Millisecond))
-	var lags []time.Duration
-	var calls int64
-	round := 0
-	for b.Loop() {
-		round++
-		before := h.mock.Stats().Requests
+	benchRounds(b, h, "upstream-calls/round", "first-chunk-lag", func(round int) (lags []time.Duration) {
 		body := liveBody(fmt.Sprintf("live followers %d", round))
 		leader := openStream(b, h.gws[0].URL, acmeKey, body)
 		_, _ = h.mock.Wait(context.Background(), func(s mockllm.Stats) bool { return s.InFlight == 1 })
@@ -188,13 +171,29 @@ func BenchmarkLiveStreamFollowers(b *testing.B) {
 				lags = append(lags, max(d.first.Sub(lead.first), 0))
 			}
 		}
+		return lags
+	})
+}
+
+// benchRounds runs round once per b.Loop iteration, numbered from 1 so that
+// each round can send a prompt no earlier one sent. It reports the upstream
+// calls per round as callsUnit, and the p50 and p99 of the latencies the
+// rounds return as latency-p50-ms and latency-p99-ms.
+func benchRounds(b *testing.B, h *harness, callsUnit, latency string, round func(n int) []time.Duration) {
+	var lats []time.Duration
+	var calls int64
+	n := 0
+	for b.Loop() {
+		n++
+		before := h.mock.Stats().Requests
+		lats = append(lats, round(n)...)
 		calls += h.mock.Stats().Requests - before
 	}
-	b.ReportMetric(float64(calls)/float64(round), "upstream-calls/round")
-	if len(lags) > 0 {
-		slices.Sort(lags)
-		b.ReportMetric(float64(lags[len(lags)/2].Microseconds())/1000, "first-chunk-lag-p50-ms")
-		b.ReportMetric(float64(lags[len(lags)*99/100].Microseconds())/1000, "first-chunk-lag-p99-ms")
+	b.ReportMetric(float64(calls)/float64(n), callsUnit)
+	if len(lats) > 0 {
+		slices.Sort(lats)
+		b.ReportMetric(float64(lats[len(lats)/2].Microseconds())/1000, latency+"-p50-ms")
+		b.ReportMetric(float64(lats[len(lats)*99/100].Microseconds())/1000, latency+"-p99-ms")
 	}
 }
 

@@ -61,6 +61,20 @@ func countCache(t *testing.T, answers []answer) map[string]int {
 	return counts
 }
 
+// wantOneLeader fails t unless a burst's answers, all alike, cost one
+// upstream call and exactly one of them is the MISS that made it; leader
+// says which request that should be.
+func wantOneLeader(t *testing.T, h *harness, answers []answer, leader string) {
+	t.Helper()
+	counts := countCache(t, answers)
+	if n := h.mock.Stats().Requests; n != 1 {
+		t.Errorf("upstream calls = %d; want 1 (%s)", n, leader)
+	}
+	if counts[cacheMiss] != 1 {
+		t.Errorf("X-Corral-Cache counts = %v; want exactly one MISS (%s)", counts, leader)
+	}
+}
+
 func TestStampedeOneUpstreamCall(t *testing.T) {
 	gate := make(chan struct{})
 	h := newHarness(t, func(o *harnessOptions) { o.gate = gate })
@@ -147,7 +161,7 @@ func TestRequestControls(t *testing.T) {
 	clock, advance, store := fakeClockStore(t)
 	h := newHarness(t, func(o *harnessOptions) {
 		o.server = func(so *Options) { so.Cache, so.Now = store, clock }
-		o.tenants = []tenant.Spec{{ID: "nocache", KeySHA256: []string{tenant.HashKey("sk-nocache")}, MaxLeaders: 8, CacheTTL: time.Hour, Cache: false}}
+		o.tenants = []tenant.Spec{{ID: "nocache", KeySHA256: []string{tenant.HashKey("sk-nocache")}, Policy: tenant.Policy{MaxLeaders: 8, CacheTTL: time.Hour, Cache: false}}}
 	})
 	ctx := context.Background()
 	calls := func() int64 { return h.mock.Stats().Requests }
@@ -184,7 +198,7 @@ func TestRequestControls(t *testing.T) {
 
 func TestTenantsNeverShareEntries(t *testing.T) {
 	h := newHarness(t, func(o *harnessOptions) {
-		o.tenants = []tenant.Spec{{ID: "beta", KeySHA256: []string{tenant.HashKey("sk-beta")}, MaxLeaders: 8, CacheTTL: time.Hour, Cache: true}}
+		o.tenants = []tenant.Spec{{ID: "beta", KeySHA256: []string{tenant.HashKey("sk-beta")}, Policy: tenant.Policy{MaxLeaders: 8, CacheTTL: time.Hour, Cache: true}}}
 	})
 	ctx := context.Background()
 	for _, key := range []string{acmeKey, "sk-beta", acmeKey, "sk-beta"} {
@@ -244,7 +258,7 @@ func TestLeaderSemaphore(t *testing.T) {
 	gate := make(chan struct{})
 	h := newHarness(t, func(o *harnessOptions) {
 		o.gate = gate
-		o.tenants = []tenant.Spec{{ID: "solo", KeySHA256: []string{tenant.HashKey("sk-solo")}, MaxLeaders: 1, CacheTTL: time.Hour, Cache: true}}
+		o.tenants = []tenant.Spec{{ID: "solo", KeySHA256: []string{tenant.HashKey("sk-solo")}, Policy: tenant.Policy{MaxLeaders: 1, CacheTTL: time.Hour, Cache: true}}}
 		o.server = func(so *Options) { so.LeaderWait = 50 * time.Millisecond }
 	})
 	first := make(chan answer, 1)

@@ -43,62 +43,69 @@ func (e *apiError) wire() wire.Error {
 // speak OpenAI's API.
 var errorFormat wire.Format = openai.Format{}
 
-// Error types, as OpenAI names them.
+// Error types, as OpenAI names them. Which one an error carries follows
+// from whose fault it is, so clientError and serverError set it.
 const (
 	typeInvalidRequest = "invalid_request_error"
 	typeServer         = "server_error"
 )
 
+// clientError is a refusal of the request as the client sent it.
+func clientError(status int, code, msg string) *apiError {
+	return &apiError{Status: status, Type: typeInvalidRequest, Code: code, Message: msg}
+}
+
+// serverError is a failure on the gateway's or the upstream's side.
+func serverError(status int, code, msg string) *apiError {
+	return &apiError{Status: status, Type: typeServer, Code: code, Message: msg}
+}
+
+// withParam is e naming the request parameter at fault.
+func (e *apiError) withParam(param string) *apiError {
+	c := *e
+	c.Param = param
+	return &c
+}
+
+// Corral's own answers, one a line: status, code, what the client reads.
 var (
-	errInvalidAPIKey = &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "invalid_api_key",
-		Message: "Incorrect or missing API key. Send your Corral key as 'Authorization: Bearer YOUR_KEY'."}
-	errTooLarge = &apiError{Status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
-		Message: "Request body is larger than this gateway accepts."}
-	errMethodNotAllowed = &apiError{Status: http.StatusMethodNotAllowed, Type: typeInvalidRequest, Code: "method_not_allowed",
-		Message: "Method not allowed for this path."}
-	errNotFound = &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
-		Message: "Unknown path. Corral serves the OpenAI API under /v1."}
-	errInternal = &apiError{Status: http.StatusInternalServerError, Type: typeServer, Code: "internal_error",
-		Message: "Corral hit an internal error; the request id identifies it in the gateway's logs."}
-	errUpstreamAuth = &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_auth_error",
-		Message: "The upstream provider rejected the gateway's credentials. This is a gateway configuration problem, not your API key."}
-	errUpstreamTimeout = &apiError{Status: http.StatusGatewayTimeout, Type: typeServer, Code: "upstream_timeout",
-		Message: "The upstream provider did not answer in time."}
-	errUpstream = &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
-		Message: "The upstream provider could not be reached or broke the connection."}
-	errStreamBroken = &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
-		Message: "The upstream stream ended before it was complete."}
-	errUpstreamTooLarge = &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error",
-		Message: "The upstream answer was larger than the gateway accepts."}
-	errShuttingDown = &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "gateway_shutting_down",
-		Message: "This gateway instance is shutting down; retry the request."}
+	errInvalidAPIKey    = clientError(http.StatusUnauthorized, "invalid_api_key", "Incorrect or missing API key. Send your Corral key as 'Authorization: Bearer YOUR_KEY'.")
+	errTooLarge         = clientError(http.StatusRequestEntityTooLarge, "request_too_large", "Request body is larger than this gateway accepts.")
+	errMethodNotAllowed = clientError(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed for this path.")
+	errNotFound         = clientError(http.StatusNotFound, "not_found", "Unknown path. Corral serves the OpenAI API under /v1.")
 	// errClientClosed is logged, never seen: the client is gone.
-	errClientClosed = &apiError{Status: 499, Type: typeInvalidRequest, Code: "client_closed_request",
-		Message: "The client closed the request."}
+	errClientClosed = clientError(499, "client_closed_request", "The client closed the request.")
+	// errNoUpstreamForModel answers a model no configured upstream serves.
+	errNoUpstreamForModel = clientError(http.StatusNotFound, "model_not_found", "The model is not served by any upstream of this gateway.").withParam("model")
+
+	errInternal         = serverError(http.StatusInternalServerError, "internal_error", "Corral hit an internal error; the request id identifies it in the gateway's logs.")
+	errUpstreamAuth     = serverError(http.StatusBadGateway, "upstream_auth_error", "The upstream provider rejected the gateway's credentials. This is a gateway configuration problem, not your API key.")
+	errUpstreamTimeout  = serverError(http.StatusGatewayTimeout, "upstream_timeout", "The upstream provider did not answer in time.")
+	errUpstream         = serverError(http.StatusBadGateway, "upstream_error", "The upstream provider could not be reached or broke the connection.")
+	errStreamBroken     = serverError(http.StatusBadGateway, "upstream_error", "The upstream stream ended before it was complete.")
+	errUpstreamTooLarge = serverError(http.StatusBadGateway, "upstream_error", "The upstream answer was larger than the gateway accepts.")
+	errShuttingDown     = serverError(http.StatusServiceUnavailable, "gateway_shutting_down", "This gateway instance is shutting down; retry the request.")
+	// errNoUpstreamAvailable answers when every upstream for the model is
+	// cooling down or has its circuit open.
+	errNoUpstreamAvailable = serverError(http.StatusServiceUnavailable, "upstream_unavailable", "Every upstream for this model is failing or cooling down; retry shortly.")
+	// errWaitTimeout answers a waiter whose leader on another instance did
+	// not finish within CORRAL_WAIT_TIMEOUT, when the gateway is set to fail
+	// rather than call upstream itself.
+	errWaitTimeout = serverError(http.StatusGatewayTimeout, "upstream_timeout", "Timed out waiting for an identical request in progress on another gateway instance.")
 )
 
 func errInvalidRequest(msg, param string) *apiError {
-	return &apiError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: "invalid_request_error", Message: msg, Param: param}
+	return clientError(http.StatusBadRequest, "invalid_request_error", msg).withParam(param)
 }
 
 func errModelNotAllowed(model string) *apiError {
-	return &apiError{Status: http.StatusForbidden, Type: typeInvalidRequest, Code: "model_not_allowed", Param: "model",
-		Message: "The model " + strconv.Quote(model) + " is not allowed for this API key."}
+	return clientError(http.StatusForbidden, "model_not_allowed", "The model "+strconv.Quote(model)+" is not allowed for this API key.").withParam("model")
 }
 
 // statusError is the one place where an error becomes what the client
 // sees: Corral's own refusals as they are, the flight layer's typed errors,
 // and upstream call failures (502, 504 for timeouts, 499 when the client
 // cancelled, 413 for a body over the limit).
-// errNoUpstreamForModel answers a model no configured upstream serves.
-var errNoUpstreamForModel = &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: "model",
-	Message: "The model is not served by any upstream of this gateway."}
-
-// errNoUpstreamAvailable answers when every upstream for the model is
-// cooling down or has its circuit open.
-var errNoUpstreamAvailable = &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "upstream_unavailable",
-	Message: "Every upstream for this model is failing or cooling down; retry shortly."}
-
 func statusError(err error) *apiError {
 	var (
 		ae  *apiError
@@ -224,9 +231,3 @@ func errConcurrency(max int) *apiError {
 	return &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "tenant_concurrency_exceeded",
 		Message: "Too many concurrent upstream calls for this tenant (limit " + strconv.Itoa(max) + " per gateway instance); retry shortly."}
 }
-
-// errWaitTimeout answers a waiter whose leader on another instance did not
-// finish within CORRAL_WAIT_TIMEOUT, when the gateway is set to fail
-// rather than call upstream itself.
-var errWaitTimeout = &apiError{Status: http.StatusGatewayTimeout, Type: typeServer, Code: "upstream_timeout",
-	Message: "Timed out waiting for an identical request in progress on another gateway instance."}

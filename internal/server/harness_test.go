@@ -94,9 +94,9 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 	tb.Cleanup(h.up.Close)
 
 	reg, err := tenant.NewRegistry(append([]tenant.Spec{
-		{ID: "acme", KeySHA256: []string{tenant.HashKey(acmeKey)}, MaxLeaders: 8, CacheTTL: time.Hour, NegativeTTL: o.negativeTTL, Cache: true},
-		{ID: "limited", KeySHA256: []string{tenant.HashKey(limitedKey)}, MaxLeaders: 8, CacheTTL: time.Hour, NegativeTTL: o.negativeTTL, Cache: true,
-			Models: []string{"gpt-4o-mini", "text-embedding-3-small"}},
+		{ID: "acme", KeySHA256: []string{tenant.HashKey(acmeKey)}, Policy: tenant.Policy{MaxLeaders: 8, CacheTTL: time.Hour, NegativeTTL: o.negativeTTL, Cache: true}},
+		{ID: "limited", KeySHA256: []string{tenant.HashKey(limitedKey)}, Policy: tenant.Policy{MaxLeaders: 8, CacheTTL: time.Hour, NegativeTTL: o.negativeTTL, Cache: true,
+			Models: []string{"gpt-4o-mini", "text-embedding-3-small"}}},
 	}, o.tenants...))
 	if err != nil {
 		tb.Fatal(err)

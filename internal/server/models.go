@@ -6,6 +6,7 @@ import (
 
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/wire/anthropic"
 )
 
 // handleModels lists the models the tenant may use. A tenant with an
@@ -51,27 +52,8 @@ func (s *Server) anthropicModels(w http.ResponseWriter, r *http.Request, t *tena
 		s.forward(w, r, route{pin: pin}, upstream.Request{Method: http.MethodGet, Path: "/models", RawQuery: r.URL.RawQuery, Header: r.Header})
 		return
 	}
-	type model struct {
-		Type        string `json:"type"`
-		ID          string `json:"id"`
-		DisplayName string `json:"display_name"`
-		CreatedAt   string `json:"created_at"`
-	}
-	list := struct {
-		Data    []model `json:"data"`
-		HasMore bool    `json:"has_more"`
-		FirstID *string `json:"first_id"`
-		LastID  *string `json:"last_id"`
-	}{Data: make([]model, 0, len(t.Models))}
-	for _, m := range t.Models {
-		list.Data = append(list.Data, model{Type: "model", ID: m, DisplayName: m, CreatedAt: "1970-01-01T00:00:00Z"})
-	}
-	if n := len(list.Data); n > 0 {
-		list.FirstID, list.LastID = &list.Data[0].ID, &list.Data[n-1].ID
-	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(list)
+	_ = json.NewEncoder(w).Encode(anthropic.NewModelList(t.Models, "1970-01-01T00:00:00Z"))
 }
 
-var errNoAnthropicUpstream = &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found",
-	Message: "No upstream of this gateway serves Anthropic's API."}
+var errNoAnthropicUpstream = clientError(http.StatusNotFound, "model_not_found", "No upstream of this gateway serves Anthropic's API.")

@@ -33,17 +33,13 @@ const maxListPages = 50
 const listPageSize = 100
 
 func errNoSuchObject(id string) *apiError {
-	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "not_found",
-		Message: "No such object: " + id}
+	return clientError(http.StatusNotFound, "not_found", "No such object: "+id)
 }
 
 var (
-	errStoredObjectsDisabled = &apiError{Status: http.StatusForbidden, Type: typeInvalidRequest, Code: "stored_objects_disabled",
-		Message: "Stored objects (files, batches, stored responses, ...) are disabled for this API key."}
-	errOwnershipUnavailable = &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "ownership_unavailable",
-		Message: "The gateway cannot check who owns this object right now; retry shortly."}
-	errCompressedBody = &apiError{Status: http.StatusUnsupportedMediaType, Type: typeInvalidRequest, Code: "invalid_request_error",
-		Message: "Compressed request bodies (Content-Encoding) are not accepted; send the body uncompressed."}
+	errStoredObjectsDisabled = clientError(http.StatusForbidden, "stored_objects_disabled", "Stored objects (files, batches, stored responses, ...) are disabled for this API key.")
+	errOwnershipUnavailable  = serverError(http.StatusServiceUnavailable, "ownership_unavailable", "The gateway cannot check who owns this object right now; retry shortly.")
+	errCompressedBody        = clientError(http.StatusUnsupportedMediaType, "invalid_request_error", "Compressed request bodies (Content-Encoding) are not accepted; send the body uncompressed.")
 )
 
 // objectRefs finds the object ids a buffered request names in its body and
@@ -102,8 +98,8 @@ func queryRefs(r *http.Request) ([]string, *apiError) {
 // stored objects by filter (an eval over stored completions or
 // responses): in the shared account that reads every tenant's.
 func errStoredQuery(typ string) *apiError {
-	return &apiError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: "unsupported_data_source",
-		Message: "Data sources of type " + jsonQuote(typ) + " select stored objects across the shared upstream account and are not available through this gateway; name files by id instead."}
+	return clientError(http.StatusBadRequest, "unsupported_data_source",
+		"Data sources of type "+jsonQuote(typ)+" select stored objects across the shared upstream account and are not available through this gateway; name files by id instead.")
 }
 
 // guardObjects applies the tenant's stored-object policy to one request

@@ -29,8 +29,8 @@ const (
 // stored_objects: deny to the harness's acme.
 func objectTenants(o *harnessOptions) {
 	o.tenants = append(o.tenants,
-		tenant.Spec{ID: "beta", KeySHA256: []string{tenant.HashKey(betaKey)}, MaxLeaders: 8, CacheTTL: time.Hour, NegativeTTL: time.Minute, Cache: true},
-		tenant.Spec{ID: "denied", KeySHA256: []string{tenant.HashKey(deniedKey)}, MaxLeaders: 8, CacheTTL: time.Hour, NegativeTTL: time.Minute, Cache: true, DenyObjects: true},
+		tenant.Spec{ID: "beta", KeySHA256: []string{tenant.HashKey(betaKey)}, Policy: tenant.Policy{MaxLeaders: 8, CacheTTL: time.Hour, NegativeTTL: time.Minute, Cache: true}},
+		tenant.Spec{ID: "denied", KeySHA256: []string{tenant.HashKey(deniedKey)}, Policy: tenant.Policy{MaxLeaders: 8, CacheTTL: time.Hour, NegativeTTL: time.Minute, Cache: true, DenyObjects: true}},
 	)
 }
 

@@ -197,7 +197,7 @@ func TestReloadTenants(t *testing.T) {
 		}
 		var specs []tenant.Spec
 		for _, s := range tf.Tenants {
-			sp := tenant.Spec{ID: s.ID, MaxLeaders: s.Leaders(), CacheTTL: time.Hour, NegativeTTL: time.Minute, Cache: s.Caches()}
+			sp := tenant.Spec{ID: s.ID, Policy: tenant.Policy{MaxLeaders: s.Leaders(), CacheTTL: time.Hour, NegativeTTL: time.Minute, Cache: s.Caches()}}
 			for _, k := range s.Keys {
 				sp.KeySHA256 = append(sp.KeySHA256, k.SHA256)
 			}

@@ -17,19 +17,30 @@ import (
 // tenant without a limit costs nothing, not even a Redis round trip.
 func (s *Server) limitRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t, _ := tenant.FromContext(r.Context())
-		if t.RequestsPerMinute <= 0 {
+		if s.admitRequest(w, r) {
 			next.ServeHTTP(w, r)
-			return
 		}
-		res, aerr := s.takeTokens(r.Context(), t, ratelimit.Requests, t.RequestsPerMinute, 1)
-		ratelimit.SetHeaders(w.Header(), ratelimit.Requests.Suffix(), res)
-		if aerr != nil {
-			writeError(w, aerr)
-			return
-		}
-		next.ServeHTTP(w, r)
 	})
+}
+
+// admitRequest takes one request from the tenant's requests/min, sets the
+// headers and answers a refusal; false means refused. It is apart from
+// limitRequests because that frame stays under every open stream (see
+// handleModelCall).
+//
+//go:noinline
+func (s *Server) admitRequest(w http.ResponseWriter, r *http.Request) bool {
+	t, _ := tenant.FromContext(r.Context())
+	if t.RequestsPerMinute <= 0 {
+		return true
+	}
+	res, aerr := s.takeTokens(r.Context(), t, ratelimit.Requests, t.RequestsPerMinute, 1)
+	ratelimit.SetHeaders(w.Header(), ratelimit.Requests.Suffix(), res)
+	if aerr != nil {
+		writeError(w, aerr)
+		return false
+	}
+	return true
 }
 
 // takeTokens takes n units of the tenant's kind limit. It returns the

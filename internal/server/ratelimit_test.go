@@ -20,8 +20,8 @@ import (
 )
 
 func limitedTenant(id, key string, rpm, tpm int) tenant.Spec {
-	return tenant.Spec{ID: id, KeySHA256: []string{tenant.HashKey(key)}, MaxLeaders: 64, CacheTTL: time.Hour,
-		NegativeTTL: time.Minute, Cache: true, RequestsPerMinute: rpm, TokensPerMinute: tpm}
+	return tenant.Spec{ID: id, KeySHA256: []string{tenant.HashKey(key)}, Policy: tenant.Policy{MaxLeaders: 64, CacheTTL: time.Hour,
+		NegativeTTL: time.Minute, Cache: true, RequestsPerMinute: rpm, TokensPerMinute: tpm}}
 }
 
 func TestRequestsPerMinuteAcrossInstances(t *testing.T) {

@@ -140,14 +140,35 @@ type eventWriter struct {
 
 // startEvents sends the stream's headers (already set ones kept) and
 // counts it as open until close.
+//
+// The headers are written and flushed by a goroutine of their own while
+// this one waits: a stream's handler goroutine lives as long as the
+// stream, and net/http's header writing (a frame of nearly 3 KiB, then
+// the sort of the header keys) at the bottom of the middleware chain took
+// it past 8 KiB of stack, which doubled to 16 KiB for the stream's whole
+// life: 8 KiB more per open stream than a bare reverse proxy (issue 20).
+// The helper's stack is freed when it returns. The handoff is
+// synchronous (the handler does nothing until the flush is done), so the
+// ResponseWriter is never used by two goroutines at once, and a panic in
+// the helper is raised again here, where the recoverer sees it as before.
 func (s *Server) startEvents(w http.ResponseWriter, format wire.Format) *eventWriter {
 	s.metrics.Streams(1)
 	h := w.Header()
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // tell nginx-style proxies not to buffer
 	ew := &eventWriter{s: s, w: w, rc: http.NewResponseController(w), format: format}
-	w.WriteHeader(http.StatusOK)
-	_ = ew.rc.Flush()
+	flushed := make(chan struct{})
+	var panicked any
+	go func() {
+		defer close(flushed)
+		defer func() { panicked = recover() }()
+		w.WriteHeader(http.StatusOK)
+		_ = ew.rc.Flush()
+	}()
+	<-flushed
+	if panicked != nil {
+		panic(panicked)
+	}
 	return ew
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -57,4 +58,24 @@ func TestProxyFlushesBodyOfUnknownLength(t *testing.T) {
 	if string(rest) != "second" {
 		t.Errorf("rest = %q; want second", rest)
 	}
+}
+
+// panickyWriter panics when the status is written, as a broken writer
+// below the handler could.
+type panickyWriter struct{ http.ResponseWriter }
+
+func (panickyWriter) WriteHeader(int) { panic("write header") }
+
+// The headers of a stream are flushed by a helper goroutine
+// (startEvents); a panic there must reach the handler's goroutine, where
+// the recoverer catches it, instead of ending the process.
+func TestStartEventsRaisesTheFlushPanicOnTheHandlersGoroutine(t *testing.T) {
+	s := &Server{}
+	defer func() {
+		if v := recover(); v != "write header" {
+			t.Fatalf("recovered %v, want the helper's panic", v)
+		}
+	}()
+	s.startEvents(panickyWriter{httptest.NewRecorder()}, errorFormat)
+	t.Fatal("startEvents returned after the flush panicked")
 }

@@ -61,12 +61,32 @@ func (s *Server) serveEntry(w http.ResponseWriter, c *call, e *entry.Entry, sour
 // followStream relays a flight's stream to one client, from the first
 // event, then live. Each client has its own cursor, so a slow one slows
 // nobody else. It reports whether the stream ended cleanly.
+//
+// The headers are set by followHeaders, written by startEvents (net/http's
+// writeHeader, a frame of nearly 3 KiB, runs under it) and the events by
+// followCursor, each from this small frame and none under another: this
+// goroutine stays below the stream for its whole life, and one crossing
+// of 8 KiB would double its stack for good (issue 20).
 func (s *Server) followStream(w http.ResponseWriter, r *http.Request, c *call, f *coalesce.Flight, source string) bool {
+	s.followHeaders(w, c, f, source)
+	ew := s.startEvents(w, c.format)
+	defer ew.close()
+	return s.followCursor(r, c, f, ew)
+}
+
+// followHeaders sets a followed stream's headers.
+//
+//go:noinline
+func (s *Server) followHeaders(w http.ResponseWriter, c *call, f *coalesce.Flight, source string) {
 	h := w.Header()
 	maps.Copy(h, f.Header())
 	setCacheHeaders(h, source, nil, false, c.ctl, s.now())
-	ew := s.startEvents(w, c.format)
-	defer ew.close()
+}
+
+// followCursor writes the flight's events to ew as they come.
+//
+//go:noinline
+func (s *Server) followCursor(r *http.Request, c *call, f *coalesce.Flight, ew *eventWriter) bool {
 	st := s.startStream(r.Context())
 	defer st.end()
 	cur := f.Cursor()

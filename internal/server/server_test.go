@@ -29,6 +29,16 @@ func chatReq(model, text string) openai.ChatCompletionRequest {
 	}
 }
 
+// streamEnd reads stream until it fails and returns what ended it: io.EOF
+// for a clean end, anything else for a stream that broke.
+func streamEnd(stream *openai.ChatCompletionStream) error {
+	for {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+	}
+}
+
 // apiErr asserts err is an OpenAI API error with status and code.
 func apiErr(t *testing.T, err error, status int, code string) {
 	t.Helper()

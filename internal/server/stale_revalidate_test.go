@@ -194,6 +194,6 @@ const ifErrorKey = "sk-iferror-test-key"
 
 // ifErrorTenant: stale_while_revalidate 1m, stale_if_error 1h past a 1h
 // TTL.
-var ifErrorTenant = tenant.Spec{ID: "iferror", KeySHA256: []string{tenant.HashKey(ifErrorKey)}, MaxLeaders: 8,
+var ifErrorTenant = tenant.Spec{ID: "iferror", KeySHA256: []string{tenant.HashKey(ifErrorKey)}, Policy: tenant.Policy{MaxLeaders: 8,
 	CacheTTL: time.Hour, NegativeTTL: 30 * time.Second, Cache: true,
-	StaleWhileRevalidate: time.Minute, StaleIfError: time.Hour}
+	StaleWhileRevalidate: time.Minute, StaleIfError: time.Hour}}

@@ -26,14 +26,14 @@ const (
 
 // staleTenant keeps its entries for 10 minutes past a 1h TTL
 // (stale_while_revalidate 10m, stale_if_error 5m).
-var staleTenant = tenant.Spec{ID: "stale", KeySHA256: []string{tenant.HashKey(staleKey)}, MaxLeaders: 8,
+var staleTenant = tenant.Spec{ID: "stale", KeySHA256: []string{tenant.HashKey(staleKey)}, Policy: tenant.Policy{MaxLeaders: 8,
 	CacheTTL: time.Hour, NegativeTTL: 30 * time.Second, Cache: true,
-	StaleWhileRevalidate: 10 * time.Minute, StaleIfError: 5 * time.Minute}
+	StaleWhileRevalidate: 10 * time.Minute, StaleIfError: 5 * time.Minute}}
 
 // keepTenant has only stale_if_error (10m): its entries are kept past a
 // 1h TTL but never answered at once.
-var keepTenant = tenant.Spec{ID: "keep", KeySHA256: []string{tenant.HashKey(keepKey)}, MaxLeaders: 8,
-	CacheTTL: time.Hour, NegativeTTL: 30 * time.Second, Cache: true, StaleIfError: 10 * time.Minute}
+var keepTenant = tenant.Spec{ID: "keep", KeySHA256: []string{tenant.HashKey(keepKey)}, Policy: tenant.Policy{MaxLeaders: 8,
+	CacheTTL: time.Hour, NegativeTTL: 30 * time.Second, Cache: true, StaleIfError: 10 * time.Minute}}
 
 // testClock is a settable clock shared by a test's gateways and stores.
 type testClock struct {

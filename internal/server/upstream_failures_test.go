@@ -78,13 +78,7 @@ func TestStreamCutMidway(t *testing.T) {
 		t.Fatalf("open stream: %v", err)
 	}
 	defer stream.Close()
-	for {
-		_, err = stream.Recv()
-		if err != nil {
-			break
-		}
-	}
-	if errors.Is(err, io.EOF) {
+	if err := streamEnd(stream); errors.Is(err, io.EOF) {
 		t.Error("SDK saw a clean end of a cut stream; want an error")
 	}
 }

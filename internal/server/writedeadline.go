@@ -80,9 +80,14 @@ func (w *stallWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// FlushError is what http.ResponseController.Flush calls.
+// FlushError is what http.ResponseController.Flush calls. net/http's own
+// writer is flushed directly, one ResponseController frame fewer on a
+// stream handler's stack (see handleModelCall).
 func (w *stallWriter) FlushError() error {
 	w.setDeadline(time.Now().Add(w.stall))
+	if f, ok := w.ResponseWriter.(interface{ FlushError() error }); ok {
+		return f.FlushError()
+	}
 	if w.rc == nil {
 		w.rc = http.NewResponseController(w.ResponseWriter)
 	}

@@ -23,12 +23,25 @@ import (
 type Tenant struct {
 	// ID names the tenant in keys, metrics and logs.
 	ID string
+	// Policy is what the tenant may do, normalised by NewRegistry: Models
+	// sorted and deduplicated, MaxLeaders at least 1, stale windows not
+	// negative.
+	Policy
+
+	// Leaders is the per-instance leader semaphore (MaxLeaders permits).
+	Leaders *semaphore.Weighted
+}
+
+// Policy is a tenant's limits and cache settings. Spec carries it in as the
+// tenants file declares it, and Tenant carries it out as the registry
+// normalised it, so the two cannot drift apart field by field.
+type Policy struct {
 	// RequestsPerMinute and TokensPerMinute are limits; 0 = unlimited.
 	RequestsPerMinute int
 	TokensPerMinute   int
 	// MaxLeaders bounds concurrent upstream calls on this instance.
 	MaxLeaders int
-	// Models is the sorted allow-list; nil allows every model.
+	// Models is the allow-list (sorted on a Tenant); nil allows every model.
 	Models []string
 	// CacheTTL is the positive TTL for this tenant's entries.
 	CacheTTL time.Duration
@@ -45,9 +58,6 @@ type Tenant struct {
 	// DenyObjects refuses every request that reads, lists, changes or
 	// creates a stored object (stored_objects: deny).
 	DenyObjects bool
-
-	// Leaders is the per-instance leader semaphore (MaxLeaders permits).
-	Leaders *semaphore.Weighted
 }
 
 // Allows reports whether the tenant may use model.
@@ -62,19 +72,10 @@ func (t *Tenant) Allows(model string) bool {
 // Spec is what the registry needs to build a tenant; cmd/gateway fills it
 // from the tenants file.
 type Spec struct {
-	ID                string
-	KeySHA256         []string // hex digests
-	RequestsPerMinute int
-	TokensPerMinute   int
-	MaxLeaders        int
-	Models            []string // nil = all
-	CacheTTL          time.Duration
-	NegativeTTL       time.Duration
-	// StaleWhileRevalidate and StaleIfError are the stale windows; 0 = off.
-	StaleWhileRevalidate time.Duration
-	StaleIfError         time.Duration
-	Cache                bool
-	DenyObjects          bool
+	ID        string
+	KeySHA256 []string // hex digests
+	// Policy is copied into the Tenant, normalised (see Tenant.Policy).
+	Policy
 }
 
 // Registry maps key digests to tenants. It is immutable after New; a
@@ -97,28 +98,18 @@ func NewRegistry(specs []Spec) (*Registry, error) {
 		if _, dup := r.byID[s.ID]; dup {
 			return nil, fmt.Errorf("tenant: duplicate id %q", s.ID)
 		}
-		leaders := s.MaxLeaders
-		if leaders < 1 {
-			leaders = 1
+		p := s.Policy
+		p.MaxLeaders = max(p.MaxLeaders, 1)
+		p.StaleWhileRevalidate = max(p.StaleWhileRevalidate, 0)
+		p.StaleIfError = max(p.StaleIfError, 0)
+		if p.Models != nil {
+			// Clone, not Sorted(Values(...)): an empty allow-list must stay
+			// non-nil, since nil allows every model.
+			p.Models = slices.Clone(p.Models)
+			slices.Sort(p.Models)
+			p.Models = slices.Compact(p.Models)
 		}
-		t := &Tenant{
-			ID:                   s.ID,
-			RequestsPerMinute:    s.RequestsPerMinute,
-			TokensPerMinute:      s.TokensPerMinute,
-			MaxLeaders:           leaders,
-			CacheTTL:             s.CacheTTL,
-			NegativeTTL:          s.NegativeTTL,
-			StaleWhileRevalidate: max(s.StaleWhileRevalidate, 0),
-			StaleIfError:         max(s.StaleIfError, 0),
-			Cache:                s.Cache,
-			DenyObjects:          s.DenyObjects,
-			Leaders:              semaphore.NewWeighted(int64(leaders)),
-		}
-		if s.Models != nil {
-			t.Models = slices.Clone(s.Models)
-			slices.Sort(t.Models)
-			t.Models = slices.Compact(t.Models)
-		}
+		t := &Tenant{ID: s.ID, Policy: p, Leaders: semaphore.NewWeighted(int64(p.MaxLeaders))}
 		for _, h := range s.KeySHA256 {
 			raw, err := hex.DecodeString(h)
 			if err != nil || len(raw) != sha256.Size {

@@ -2,13 +2,17 @@ package tenant
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestAuthenticate(t *testing.T) {
 	r, err := NewRegistry([]Spec{
-		{ID: "acme", KeySHA256: []string{HashKey("sk-acme-1"), HashKey("sk-acme-2")}, MaxLeaders: 2},
-		{ID: "beta", KeySHA256: []string{HashKey("sk-beta")}, Models: []string{"b", "a", "a"}},
+		{ID: "acme", KeySHA256: []string{HashKey("sk-acme-1"), HashKey("sk-acme-2")}, Policy: Policy{MaxLeaders: 2}},
+		{ID: "beta", KeySHA256: []string{HashKey("sk-beta")}, Policy: Policy{Models: []string{"b", "a", "a"}}},
 	})
 	if err != nil {
 		t.Fatalf("NewRegistry: %v", err)
@@ -44,6 +48,32 @@ func TestAuthenticate(t *testing.T) {
 	}
 	if !acme.Leaders.TryAcquire(2) || acme.Leaders.TryAcquire(1) {
 		t.Error("acme leader semaphore does not hold exactly 2 permits")
+	}
+}
+
+// TestNewRegistryNormalisesPolicy pins what NewRegistry does to the Policy
+// it copies: the rest arrives unchanged.
+func TestNewRegistryNormalisesPolicy(t *testing.T) {
+	models := []string{"b", "a", "b"}
+	give := Policy{RequestsPerMinute: 60, TokensPerMinute: 1000, MaxLeaders: 0, Models: models,
+		CacheTTL: time.Hour, NegativeTTL: time.Minute, StaleWhileRevalidate: -time.Second, StaleIfError: 2 * time.Minute,
+		Cache: true, DenyObjects: true}
+	r, err := NewRegistry([]Spec{{ID: "p", Policy: give}, {ID: "none", Policy: Policy{Models: []string{}}}})
+	if err != nil {
+		t.Fatalf("NewRegistry: %v", err)
+	}
+	got, _ := r.Get("p")
+	want := give
+	want.MaxLeaders, want.StaleWhileRevalidate, want.Models = 1, 0, []string{"a", "b"}
+	if diff := cmp.Diff(want, got.Policy); diff != "" {
+		t.Errorf("Policy (-want +got):\n%s", diff)
+	}
+	if !slices.Equal(models, []string{"b", "a", "b"}) {
+		t.Errorf("NewRegistry changed the spec's models to %v", models)
+	}
+	none, _ := r.Get("none")
+	if none.Models == nil || none.Allows("a") {
+		t.Errorf("an empty allow-list became %#v, which allows every model", none.Models)
 	}
 }
 

@@ -67,8 +67,7 @@ func TestAppendReadEnd(t *testing.T) {
 }
 
 func TestBrokenEnd(t *testing.T) {
-	srv := redistest.Start(t)
-	s := New(srv.Client(), Options{})
+	s := New(redistest.Client(t), Options{})
 	ctx := context.Background()
 	key := "corral:v1:{acme:b}:s"
 	_ = s.Append(ctx, key, [][]byte{[]byte("data: x\n\n")})

@@ -9,8 +9,7 @@ import (
 )
 
 func TestTryAcquireOrRead(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb := srv.Client()
+	rdb := redistest.Client(t)
 	l := NewLocker(rdb, Options{TTL: time.Second})
 	ctx := context.Background()
 	lock, r, n, stream := "corral:v1:{t:h}:l", "corral:v1:{t:h}:r", "corral:v1:{t:h}:n", "corral:v1:{t:h}:s"

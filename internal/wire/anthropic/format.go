@@ -149,8 +149,5 @@ func (Format) ErrorEvent(e wire.Error) []byte {
 		typ = "timeout_error"
 	}
 	b, _ := json.Marshal(errorEnvelope{Type: "error", Error: errorDetail{Type: typ, Message: e.Message}})
-	out := make([]byte, 0, len(b)+24)
-	out = append(out, "event: error\ndata: "...)
-	out = append(out, b...)
-	return append(out, "\n\n"...)
+	return sse.Typed("error", b)
 }

@@ -41,12 +41,7 @@ func Replay(body []byte) ([][]byte, error) {
 	emit := func(typ string, fields map[string]any) {
 		fields["type"] = typ
 		b, _ := json.Marshal(fields)
-		ev := make([]byte, 0, len(b)+len(typ)+16)
-		ev = append(ev, "event: "...)
-		ev = append(ev, typ...)
-		ev = append(ev, "\ndata: "...)
-		ev = append(ev, b...)
-		events = append(events, append(ev, "\n\n"...))
+		events = append(events, sse.Typed(typ, b))
 	}
 	start := make(map[string]json.RawMessage, len(msg))
 	for k, v := range msg {

@@ -149,10 +149,7 @@ func (Format) ErrorEvent(e wire.Error) []byte {
 		Message string `json:"message"`
 		Param   any    `json:"param"`
 	}{"error", e.Code, e.Message, param})
-	out := make([]byte, 0, len(b)+24)
-	out = append(out, "event: error\ndata: "...)
-	out = append(out, b...)
-	return append(out, "\n\n"...)
+	return sse.Typed("error", b)
 }
 
 // ErrIncomplete is Finish's answer for a stream that did not end with

@@ -29,12 +29,7 @@ func (r *replayer) emit(typ string, fields map[string]any) {
 	if err != nil && r.err == nil {
 		r.err = err
 	}
-	ev := make([]byte, 0, len(b)+len(typ)+16)
-	ev = append(ev, "event: "...)
-	ev = append(ev, typ...)
-	ev = append(ev, "\ndata: "...)
-	ev = append(ev, b...)
-	r.events = append(r.events, append(ev, "\n\n"...))
+	r.events = append(r.events, sse.Typed(typ, b))
 }
 
 // Replay renders a stored response as the event stream a streaming client

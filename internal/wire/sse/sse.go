@@ -1,5 +1,6 @@
 // Package sse reads Server-Sent Events as the model APIs send them: whole
-// events as raw bytes (so they can be relayed unchanged) and their data.
+// events as raw bytes (so they can be relayed unchanged) and their data;
+// and it frames the typed events Corral writes itself (Typed).
 // Every API Corral serves streams this way; what the events mean is each
 // wire format's business (internal/wire/...).
 package sse
@@ -26,11 +27,13 @@ type EventReader struct {
 }
 
 // readBufferSize is the reader's buffer. Model streams send events of a
-// few hundred bytes, and an event longer than the buffer is gathered in
-// pieces (Next), so the buffer only has to hold a typical event: every
-// open stream keeps one for its whole life, and 16 KiB was a sixth of a
-// stream's memory.
-const readBufferSize = 4 << 10
+// few hundred bytes, and Next copies every event into its own buffer
+// anyway, gathering one longer than this in pieces, so the read buffer
+// only has to hold a typical event: every open stream keeps one for its
+// whole life. 16 KiB was a sixth of a stream's memory; 4 KiB is one whole
+// page, resident as soon as the first event lands in it, where 1 KiB
+// shares its page with three others (issue 20).
+const readBufferSize = 1 << 10
 
 // NewEventReader reads events from r.
 func NewEventReader(r io.Reader) *EventReader {
@@ -117,6 +120,18 @@ func Type(event []byte) string {
 	}
 	_ = json.Unmarshal(Data(event), &v)
 	return v.Type
+}
+
+// Typed frames one typed event, "event: <typ>\ndata: <data>\n\n", as the
+// Responses and Messages APIs send them. data must be one line (compact
+// JSON); the returned slice is new and exactly as long as the event.
+func Typed(typ string, data []byte) []byte {
+	ev := make([]byte, 0, len(typ)+len(data)+16)
+	ev = append(ev, "event: "...)
+	ev = append(ev, typ...)
+	ev = append(ev, "\ndata: "...)
+	ev = append(ev, data...)
+	return append(ev, "\n\n"...)
 }
 
 // Pieces cuts s into parts of at most max bytes on rune boundaries, for

@@ -81,3 +81,27 @@ func TestEventReaderEventLongerThanBuffer(t *testing.T) {
 		t.Fatalf("third Next = %v, want io.EOF", err)
 	}
 }
+
+// TestTyped: a framed event is the exact bytes the Responses and Messages
+// APIs send, and reads back through EventReader, Type and Data unchanged.
+func TestTyped(t *testing.T) {
+	data := []byte(`{"type":"error","message":"cut"}`)
+	got := Typed("error", data)
+	const want = "event: error\ndata: {\"type\":\"error\",\"message\":\"cut\"}\n\n"
+	if string(got) != want {
+		t.Fatalf("Typed = %q; want %q", got, want)
+	}
+	if len(got) != cap(got) {
+		t.Errorf("Typed: len %d, cap %d; want an exactly sized event", len(got), cap(got))
+	}
+	ev, err := NewEventReader(strings.NewReader(string(got))).Next()
+	if err != nil || string(ev) != want {
+		t.Fatalf("EventReader.Next = %q, %v; want %q", ev, err, want)
+	}
+	if typ := Type(ev); typ != "error" {
+		t.Errorf("Type = %q; want %q", typ, "error")
+	}
+	if d := Data(ev); string(d) != string(data) {
+		t.Errorf("Data = %q; want %q", d, data)
+	}
+}
