@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/corralhq/corral/internal/accessline"
 	"github.com/corralhq/corral/internal/breaker"
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce/redisflight"
@@ -41,6 +42,10 @@ type gatewayOptions struct {
 	// upstream at all leave it off).
 	CheckUpstream bool
 	Logger        *slog.Logger
+	// AccessLine is Logger's own access-line encoder (accessline.New), set
+	// by run; nil (tests with a logger of their own) logs access lines
+	// through Logger.
+	AccessLine *accessline.Encoder
 	// Getenv reads the variables the upstreams file names for its keys.
 	// Default os.LookupEnv.
 	Getenv func(string) (string, bool)
@@ -166,6 +171,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		Tenants:           reg,
 		Upstreams:         router,
 		Logger:            log,
+		AccessLine:        o.AccessLine,
 		MaxBodyBytes:      int64(cfg.MaxBodyBytes),
 		PollInterval:      cfg.PollInterval,
 		WaitTimeout:       cfg.WaitTimeout,

@@ -16,10 +16,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corralhq/corral/internal/accessline"
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/httpserve"
 	"github.com/corralhq/corral/internal/logsink"
-	"github.com/corralhq/corral/internal/telemetry"
 )
 
 // run is the whole program behind main: parse arguments, load config,
@@ -66,11 +66,11 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 		defer cancel()
 		_ = sink.CloseContext(ctx) // nowhere left to report a log that cannot be written
 	}()
-	log := newLogger(sink, cfg.LogLevel)
+	log, accessLine := newLogger(sink, cfg.LogLevel)
 
 	// Wire first, listen second: a bad tenants file or a refused default
 	// fails before the port is taken.
-	gw, err := newGateway(ctx, cfg, gatewayOptions{Demo: *demo, CheckUpstream: true, Logger: log, Getenv: lookupIn(environ), LogDropped: sink.Dropped})
+	gw, err := newGateway(ctx, cfg, gatewayOptions{Demo: *demo, CheckUpstream: true, Logger: log, AccessLine: accessLine, Getenv: lookupIn(environ), LogDropped: sink.Dropped})
 	if err != nil {
 		return err
 	}
@@ -165,21 +165,13 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, d httpserve.Dra
 	return err
 }
 
-func newLogger(w io.Writer, level string) *slog.Logger {
+func newLogger(w io.Writer, level string) (*slog.Logger, *accessline.Encoder) {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(strings.ToUpper(level))) // validated by config
-	// Lines logged with a request's context carry its trace_id and
-	// span_id when it is traced.
-	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: durationText})))
-}
-
-// durationText logs durations as operators write them ("30s", "1m30s"),
-// not as slog's JSON default of integer nanoseconds.
-func durationText(_ []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindDuration {
-		a.Value = slog.StringValue(a.Value.Duration().String())
-	}
-	return a
+	// JSON lines, durations as text; lines logged with a request's
+	// context carry its trace_id and span_id when it is traced. The
+	// encoder writes access lines as this logger would, without slog.
+	return accessline.New(w, lv)
 }
 
 // reloadOnSIGHUP re-reads the tenants file on every SIGHUP until ctx ends

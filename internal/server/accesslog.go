@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/corralhq/corral/internal/accessline"
 )
 
 // statusWriter records what was written, for the access log and for
@@ -73,8 +75,9 @@ func recordFrom(ctx context.Context) *logRecord {
 
 // accessLog writes one structured line per request and hands the record
 // to observe (metrics and usage). It logs ids, tenant, model, outcome and
-// token counts, never keys or prompt text.
-func accessLog(log *slog.Logger, observe func(*logRecord, int, time.Duration)) func(http.Handler) http.Handler {
+// token counts, never keys or prompt text. With enc (the gateway's
+// logger's own encoder, accessline.New) the line skips slog's handler.
+func accessLog(log *slog.Logger, enc *accessline.Encoder, observe func(*logRecord, int, time.Duration)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
@@ -88,14 +91,16 @@ func accessLog(log *slog.Logger, observe func(*logRecord, int, time.Duration)) f
 			*sw = statusWriter{ResponseWriter: w, status: http.StatusOK, anthropic: isAnthropicPath(r.URL.Path) || isAnthropicModels(r)}
 			// Deferred, so a response cut on purpose (http.ErrAbortHandler)
 			// is still logged and counted.
-			defer func() { logRequest(log, observe, r, rec, sw, start) }()
+			defer func() { logRequest(log, enc, observe, r, rec, sw, start) }()
 			next.ServeHTTP(sw, r)
 		})
 	}
 }
 
-// logRequest observes a finished request and writes its access log line.
-func logRequest(log *slog.Logger, observe func(*logRecord, int, time.Duration), r *http.Request, rec *logRecord, sw *statusWriter, start time.Time) {
+// logRequest observes a finished request and writes its access log line:
+// through enc when the server has the gateway's encoder, else through
+// log's handler. Both write the same bytes (internal/accessline's tests).
+func logRequest(log *slog.Logger, enc *accessline.Encoder, observe func(*logRecord, int, time.Duration), r *http.Request, rec *logRecord, sw *statusWriter, start time.Time) {
 	elapsed := time.Since(start)
 	observe(rec, sw.status, elapsed)
 	level := slog.LevelInfo
@@ -105,47 +110,31 @@ func logRequest(log *slog.Logger, observe func(*logRecord, int, time.Duration), 
 	if !log.Enabled(r.Context(), level) {
 		return
 	}
-	attrs := make([]slog.Attr, 0, 12)
-	attrs = append(attrs,
-		slog.String("request_id", requestIDFrom(r.Context())),
-		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
-		slog.Int("status", sw.status),
-		slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
-		slog.Int64("bytes", sw.bytes),
-	)
-	if rec.tenant != "" {
-		attrs = append(attrs, slog.String("tenant", rec.tenant))
+	// Extra fields of the line (a trace id, ...) belong in accessline.Line
+	// and both of its encodings. The record goes to the handler directly:
+	// Logger.LogAttrs would also walk the stack (runtime.Callers) for a
+	// source location the access log never shows.
+	line := accessline.Line{
+		RequestID:  requestIDFrom(r.Context()),
+		Method:     r.Method,
+		Path:       r.URL.Path,
+		Status:     sw.status,
+		LatencyMS:  float64(elapsed.Microseconds()) / 1000,
+		Bytes:      sw.bytes,
+		Tenant:     rec.tenant,
+		Endpoint:   rec.endpoint,
+		Model:      rec.model,
+		Cache:      rec.cache,
+		UpstreamMS: rec.upstreamMS,
+		Prompt:     rec.prompt,
+		Completion: rec.completion,
+		Saved:      rec.saved,
+		Bypass:     rec.bypass,
+		Err:        rec.err,
 	}
-	if rec.endpoint != "" {
-		attrs = append(attrs, slog.String("endpoint", rec.endpoint))
+	if enc != nil {
+		_ = enc.Write(r.Context(), time.Now(), level, &line)
+		return
 	}
-	if rec.model != "" {
-		attrs = append(attrs, slog.String("model", rec.model))
-	}
-	if rec.cache != "" {
-		attrs = append(attrs, slog.String("cache", rec.cache))
-	}
-	if rec.upstreamMS > 0 {
-		attrs = append(attrs, slog.Float64("upstream_ms", rec.upstreamMS))
-	}
-	if rec.prompt+rec.completion > 0 {
-		attrs = append(attrs, slog.Int("prompt_tokens", rec.prompt), slog.Int("completion_tokens", rec.completion))
-	}
-	if rec.saved > 0 {
-		attrs = append(attrs, slog.Int("saved_tokens", rec.saved))
-	}
-	if rec.bypass != "" {
-		attrs = append(attrs, slog.String("bypass_reason", rec.bypass))
-	}
-	if rec.err != "" {
-		attrs = append(attrs, slog.String("error", rec.err))
-	}
-	// Extra fields of the line (a trace id, ...) are appended to attrs
-	// above. The record goes to the handler directly: Logger.LogAttrs
-	// would also walk the stack (runtime.Callers) for a source location
-	// the access log never shows, a tenth of the line's cost.
-	line := slog.NewRecord(time.Now(), level, "request", 0)
-	line.AddAttrs(attrs...)
-	_ = log.Handler().Handle(r.Context(), line)
+	_ = log.Handler().Handle(r.Context(), line.Record(time.Now(), level))
 }

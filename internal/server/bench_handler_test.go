@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corralhq/corral/internal/accessline"
+	"github.com/corralhq/corral/internal/logsink"
 )
 
 // discardWriter is the smallest http.ResponseWriter: it keeps headers and
@@ -29,20 +32,36 @@ func (w *discardWriter) FlushError() error                { return nil }
 
 // BenchmarkHitHandler is a memory hit through the handler alone (no
 // sockets, no client): its allocations per request are Corral's own and
-// free of the machine's noise. "log-info" writes the access log line as
-// the gateway does at its default level (JSON, into a discarding writer);
-// "log-off" runs at error level, where the line is not built.
+// free of the machine's noise. "log-off" runs at error level, where the
+// line is not built; "log-info" writes the access line as the gateway
+// does at its default level (its logger and encoder, accessline.New, into
+// a discarding writer); "log-info-slog" the same line through that
+// logger's slog handler (the gateway before the encoder); "log-info-sink"
+// is log-info behind the gateway's asynchronous sink (internal/logsink).
 func BenchmarkHitHandler(b *testing.B) {
 	body := chatBody("hit handler benchmark")
 	for _, tt := range []struct {
-		name  string
-		level slog.Level
-	}{{"log-off", slog.LevelError}, {"log-info", slog.LevelInfo}} {
+		name   string
+		server func(b *testing.B, so *Options)
+	}{
+		{"log-off", func(_ *testing.B, so *Options) {
+			so.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError}))
+		}},
+		{"log-info", func(_ *testing.B, so *Options) {
+			so.Logger, so.AccessLine = accessline.New(io.Discard, slog.LevelInfo)
+		}},
+		{"log-info-slog", func(_ *testing.B, so *Options) {
+			so.Logger, _ = accessline.New(io.Discard, slog.LevelInfo)
+		}},
+		{"log-info-sink", func(b *testing.B, so *Options) {
+			sink := logsink.New(io.Discard, logsink.Options{})
+			b.Cleanup(func() { _ = sink.Close() })
+			so.Logger, so.AccessLine = accessline.New(sink, slog.LevelInfo)
+		}},
+	} {
 		b.Run(tt.name, func(b *testing.B) {
 			h := newHarness(b, func(o *harnessOptions) {
-				o.server = func(so *Options) {
-					so.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: tt.level}))
-				}
+				o.server = func(so *Options) { tt.server(b, so) }
 			})
 			benchPost(b, h.gw.URL, body)
 			req, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)

@@ -22,6 +22,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/corralhq/corral/internal/accessline"
 	"github.com/corralhq/corral/internal/breaker"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/failover"
@@ -48,6 +49,12 @@ type Options struct {
 	Upstreams Upstreams
 	// Logger receives the access log and errors. Default: discard.
 	Logger *slog.Logger
+	// AccessLine, when set, writes the access log lines instead of
+	// Logger's handler, in the same bytes at a fraction of the cost; it
+	// must be the Encoder accessline.New returned with Logger (cmd/gateway
+	// does this). Logger still decides the level of each line, and every
+	// other line goes through it. Nil: access lines go through Logger too.
+	AccessLine *accessline.Encoder
 	// MaxBodyBytes is the request body limit (413 above it). Default 8 MiB.
 	MaxBodyBytes int64
 	// Ready reports readiness detail for /readyz; nil means always ready.
@@ -136,6 +143,7 @@ type UsageRecorder interface {
 type Server struct {
 	up      Upstreams
 	log     *slog.Logger
+	logEnc  *accessline.Encoder // Options.AccessLine
 	maxBody int64
 	ready   func() (bool, map[string]any)
 	ids     *requestIDs
@@ -184,6 +192,7 @@ func New(o Options) (*Server, error) {
 	s := &Server{
 		up:         o.Upstreams,
 		log:        cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
+		logEnc:     o.AccessLine,
 		maxBody:    o.MaxBodyBytes,
 		writeStall: cmp.Or(o.WriteStall, 30*time.Second),
 		ready:      o.Ready,
@@ -285,7 +294,7 @@ func (s *Server) routes() http.Handler {
 	// The edge and /v1 middleware, listed once: chi runs them for every
 	// route, and the direct model routes (ServeHTTP) are wrapped in the
 	// same lists, so a middleware added here reaches both.
-	edge := []func(http.Handler) http.Handler{writeDeadline(s.writeStall), requestID(s.ids), s.traceRequests, s.countInFlight, accessLog(s.log, s.observe), recoverer(s.log)}
+	edge := []func(http.Handler) http.Handler{writeDeadline(s.writeStall), requestID(s.ids), s.traceRequests, s.countInFlight, accessLog(s.log, s.logEnc, s.observe), recoverer(s.log)}
 	v1 := []func(http.Handler) http.Handler{bodyLimit(s.maxBody), s.authenticate, s.limitRequests}
 	s.direct = map[string]http.Handler{}
 	post := func(r chi.Router, path string, h http.HandlerFunc) {
