@@ -9,6 +9,7 @@ import (
 	"runtime"
 
 	"github.com/corralhq/corral/internal/cache/entry"
+	"github.com/corralhq/corral/internal/coalesce/flight"
 	"github.com/corralhq/corral/internal/negcache"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/corralhq/corral/internal/wire/sse"
@@ -87,7 +88,7 @@ func (c *Coalescer) relay(ctx context.Context, req *Request, k keys, st *state, 
 		published := make(chan struct{})
 		go func() {
 			defer close(published)
-			c.publish(ctx, k, st)
+			c.publish(ctx, req, k, st)
 		}()
 		// The end marker must be written before the lock is released, so
 		// followers never mistake a finished leader for a dead one.
@@ -183,7 +184,7 @@ func answerEntry(body []byte, u wire.Usage, h map[string][]string) *entry.Entry 
 // like any follower's, so it never slows the leader. The first batch also
 // wakes the other instances' waiters, which then find the stream. It
 // returns when the record has ended and the end is written.
-func (c *Coalescer) publish(ctx context.Context, k keys, st *state) {
+func (c *Coalescer) publish(ctx context.Context, req *Request, k keys, st *state) {
 	ctx = context.WithoutCancel(ctx)
 	cur := st.rec.Cursor()
 	announced, first, started := false, true, false
@@ -199,11 +200,13 @@ func (c *Coalescer) publish(ctx context.Context, k keys, st *state) {
 		}
 		if first {
 			first = false
-			// Let the local clients' relays write the first event before
-			// this cursor's Redis round trip takes the core: on a busy
-			// instance that was a measurable share of the leader's time to
-			// first byte.
-			runtime.Gosched()
+			// The local client is written first: its relay and this cursor
+			// wake on the same Append, and on a busy instance's one core
+			// the XADD's work ran before the client's write (a measurable
+			// share of the leader's time to first byte). The events stay
+			// in the record meanwhile, so the followers on other instances
+			// get every one, in order, one local write later.
+			c.awaitRelayed(req, st, cur)
 		}
 		// The first batch written names the upstream answering, for the
 		// X-Corral-Upstream of followers on other instances.
@@ -226,4 +229,28 @@ func (c *Coalescer) publish(ctx context.Context, k keys, st *state) {
 			c.o.Health.Record(c.o.Bus.Publish(ctx, k.entry))
 		}
 	}
+}
+
+// awaitRelayed holds the publisher's first Append, when the leader's
+// request Relays, until a local member has written the stream's first
+// events to its client (Flight.Relayed). No timer bounds it: it also
+// ends when the stream moves on (its next event, or its end), so a
+// client whose first write stalls holds the other instances' followers
+// back by one event at most. Stop ends it too. A flight whose request
+// does not relay (a background refresh) yields the core once, then
+// publishes.
+func (c *Coalescer) awaitRelayed(req *Request, st *state, cur *flight.Cursor) {
+	if !req.Relays {
+		runtime.Gosched() // the local followers' relays, if any, write first
+		return
+	}
+	select {
+	case <-st.relayed:
+	case <-cur.Ready():
+	case <-c.stop.Done():
+	}
+	// Woken by a relay, this goroutine runs next on the core, ahead of
+	// the other streams' relays already waiting to write their clients'
+	// events: it yields to them first.
+	runtime.Gosched()
 }

@@ -179,7 +179,7 @@ func (c *Coalescer) Refresh(req *Request) bool {
 		return false
 	}
 	r := *req
-	r.Refresh, r.NoCache, r.Tokens = true, false, nil
+	r.Refresh, r.NoCache, r.Tokens, r.Relays = true, false, nil, false // no client: nobody relays
 	f := c.Join(r.Tenant, r.Hash, func() *Request { return &r })
 	c.running.Add(1)
 	go func() {
@@ -330,7 +330,7 @@ func (c *Coalescer) failure(req *Request, out Outcome, err error) *entry.Entry {
 func (c *Coalescer) Join(tenant, hash string, build func() *Request) *Flight {
 	g := c.groupFor(tenant)
 	f, leader := g.Join(hash, func() (*state, flight.Work) {
-		st := &state{rec: flight.NewRecord(), streaming: make(chan struct{})}
+		st := &state{rec: flight.NewRecord(), streaming: make(chan struct{}), relayed: make(chan struct{})}
 		req := build()
 		if req.Span != nil {
 			st.span = req.Span.SpanContext()
@@ -382,12 +382,14 @@ func (c *Coalescer) Wait(ctx context.Context) error {
 	}
 }
 
-// state is shared by everyone in a flight. rec and streaming are usable at
-// once; header and mirrored are set before streaming is closed; streamed
-// before rec ends cleanly; out before the flight is done.
+// state is shared by everyone in a flight. rec, streaming and relayed are
+// usable at once; header and mirrored are set before streaming is closed;
+// streamed before rec ends cleanly; out before the flight is done.
 type state struct {
 	rec       *flight.Record
 	streaming chan struct{}
+	relayed   chan struct{} // closed by the first Relayed
+	relayOnce sync.Once     // closes relayed once
 	header    map[string][]string
 	mirrored  bool // the stream is another instance's
 	streamed  Outcome
@@ -433,6 +435,19 @@ func (f *Flight) Header() map[string][]string { return f.f.Value().header }
 // Cursor reads the stream from its first event, then live; valid once
 // Streaming is closed. It ends with io.EOF when the stream ended cleanly.
 func (f *Flight) Cursor() *flight.Cursor { return f.f.Value().rec.Cursor() }
+
+// Relayed tells the flight that this caller has written the stream's
+// first events to its client, or will write none (it left, or it waits
+// for the whole answer). The leader's publisher sends the live stream to
+// the other instances only after the first Relayed when its request
+// Relays (or once the stream moves on: see awaitRelayed), so that on a
+// busy instance the leader's first byte does not queue behind the first
+// XADD: the client is written first, Redis after. Safe to call more than
+// once and from any member.
+func (f *Flight) Relayed() {
+	st := f.f.Value()
+	st.relayOnce.Do(func() { close(st.relayed) })
+}
 
 // Streamed is the outcome of a stream that ended cleanly; valid once a
 // Cursor returned io.EOF. It travels with the record's end so that a

@@ -22,7 +22,13 @@ type Request struct {
 
 	// Stream: the leader's client streams. In distributed mode its lookup
 	// then rides the lock's round trip (see Coalescer.Lookup).
-	Stream      bool
+	Stream bool
+	// Relays: the leader's request writes the stream to its client on
+	// this instance and calls Flight.Relayed once its first write is out
+	// (or it wrote none). Until then the live stream for the other
+	// instances waits, so that the client is written before Redis
+	// (awaitRelayed). False: the live stream is published at once.
+	Relays      bool
 	NoCache     bool      // the leader asked for a fresh upstream answer
 	MinStoredAt time.Time // entries stored before this are not served
 	TTL         time.Duration

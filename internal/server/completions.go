@@ -242,6 +242,9 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call, re
 	defer span.End()
 	f, tokens := s.joinFlight(r, c, req, span)
 	defer f.Leave()
+	// Whichever way this request ends, it holds back no live stream: a
+	// stream's members say so at their first write (followStream).
+	defer f.Relayed()
 	joined := time.Now()
 	if !s.awaitFlight(w, r, c, f, span, tokens) {
 		return
@@ -275,6 +278,10 @@ func (s *Server) joinFlight(r *http.Request, c *call, req *coalesce.Request, spa
 			req.Span = span
 		}
 		req.Header = r.Header.Clone()
+		// A streaming client is written before the live stream is
+		// published: it calls Relayed after its first write (followStream)
+		// or as it leaves (below).
+		req.Relays = c.facts.Stream
 		if c.facts.Stream && !s.noSplice.Load() {
 			if body, changed := c.format.Prepare(c.facts, c.body); changed {
 				req.Body, req.Original = body, c.body

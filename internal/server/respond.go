@@ -104,7 +104,11 @@ func (s *Server) followCursor(r *http.Request, c *call, f *coalesce.Flight, ew *
 			ew.fail(err)
 			return false
 		}
-		if !ew.send(skip, batch...) {
+		sent := ew.send(skip, batch...)
+		// The first write is out (or failed): the leader's publisher may
+		// now send the stream to the other instances.
+		f.Relayed()
+		if !sent {
 			return false
 		}
 		st.sent(skip, batch)

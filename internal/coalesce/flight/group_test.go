@@ -299,3 +299,38 @@ func BenchmarkRecordFanOut(b *testing.B) {
 		wg.Wait()
 	}
 }
+
+func TestCursorReady(t *testing.T) {
+	isClosed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	r := NewRecord()
+	c := r.Cursor()
+	ready := c.Ready()
+	if isClosed(ready) {
+		t.Fatal("Ready of an empty open record is closed; want open")
+	}
+	r.Append([]byte("a"))
+	if !isClosed(ready) {
+		t.Error("Ready taken before an Append is still open after it")
+	}
+	if !isClosed(c.Ready()) {
+		t.Error("Ready with an unread event is open; want closed")
+	}
+	if _, err := c.Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ready = c.Ready()
+	if isClosed(ready) {
+		t.Fatal("Ready with every event read is closed; want open")
+	}
+	r.Close(nil)
+	if !isClosed(ready) || !isClosed(c.Ready()) {
+		t.Error("Ready stays open after the record's end; want closed")
+	}
+}

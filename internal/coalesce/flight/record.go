@@ -62,6 +62,26 @@ type Cursor struct {
 	i int
 }
 
+// Ready returns a channel that is closed once Next has something to
+// return without waiting: an event past the cursor, or the record's end.
+// It lets a reader wait for the record or for something else, whichever
+// comes first.
+func (c *Cursor) Ready() <-chan struct{} {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	if c.i < len(c.r.events) || c.r.closed {
+		return closedChan
+	}
+	return c.r.wake
+}
+
+// closedChan is Ready's answer when Next would not wait.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
 // Next returns every event appended since the last call, waiting while
 // there are none. Returning a batch lets a late joiner write what it
 // missed in one go. After the last event it returns io.EOF when the

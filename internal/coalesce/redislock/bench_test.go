@@ -2,11 +2,16 @@ package redislock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/corralhq/corral/internal/redistest"
 )
@@ -85,4 +90,86 @@ func benchPublishWake(b *testing.B, waiters int) {
 			cancels[i]()
 		}
 	}
+}
+
+// BenchmarkHitRead compares the two ways a hit can be read: the plain
+// MGET of the prompt's entry and negative keys that a non-streaming
+// request makes before joining a flight, and the acquire-or-read script
+// a streaming request goes straight to (which finds the entry and takes
+// no lock). It is why non-streaming requests keep their MGET: hits are
+// what the cache is for, and the script costs a hit more, in the gateway
+// and in Redis (redis-µs/op: Redis's own time per call, from INFO
+// commandstats).
+func BenchmarkHitRead(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client()
+	l := NewLocker(rdb, Options{})
+	ctx := context.Background()
+	prefix := strings.TrimSuffix(lockName, ":l")
+	entryKey, negKey := prefix+":r", prefix+":n"
+	if err := rdb.Set(ctx, entryKey, make([]byte, 1024), 0).Err(); err != nil {
+		b.Fatal(err)
+	}
+	tests := []struct {
+		name, cmd string // cmd: the command INFO commandstats counts
+		read      func() error
+	}{
+		{"mget", "mget", func() error {
+			vals, err := rdb.MGet(ctx, entryKey, negKey).Result()
+			if err == nil && vals[0] == nil {
+				err = errors.New("entry not read")
+			}
+			return err
+		}},
+		{"acquire-or-read", "evalsha", func() error {
+			_, ok, vals, err := l.TryAcquireOrRead(ctx, lockName, []string{entryKey, negKey})
+			if err == nil && (ok || vals[0] == nil) {
+				err = fmt.Errorf("took the lock %v, read %v", ok, vals)
+			}
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		b.Run(tt.name, func(b *testing.B) {
+			if err := tt.read(); err != nil { // loads the script
+				b.Fatal(err)
+			}
+			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := tt.read(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(redisUsecPerCall(b, rdb, tt.cmd), "redis-µs/op")
+		})
+	}
+}
+
+// redisUsecPerCall is Redis's own time per call of cmd since the last
+// CONFIG RESETSTAT.
+func redisUsecPerCall(b *testing.B, rdb *redis.Client, cmd string) float64 {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		stats, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		for field := range strings.SplitSeq(stats, ",") {
+			if v, ok := strings.CutPrefix(field, "usec_per_call="); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return f
+			}
+		}
+	}
+	b.Fatalf("no commandstats for %s in %q", cmd, info)
+	return 0
 }
