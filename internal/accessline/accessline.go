@@ -30,10 +30,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/corralhq/corral/internal/jsonstr"
 	"github.com/corralhq/corral/internal/telemetry"
 )
 
@@ -193,11 +193,11 @@ func Append(b []byte, t time.Time, level slog.Level, l *Line, sc trace.SpanConte
 	b = append(b, `","level":"`...)
 	b = append(b, level.String()...) // upper-case letters, digits, + and -: nothing to escape
 	b = append(b, `","msg":"`+Message+`","request_id":"`...)
-	b = appendStringTail(b, l.RequestID)
+	b = jsonstr.AppendTail(b, l.RequestID)
 	b = append(b, `,"method":"`...)
-	b = appendStringTail(b, l.Method)
+	b = jsonstr.AppendTail(b, l.Method)
 	b = append(b, `,"path":"`...)
-	b = appendStringTail(b, l.Path)
+	b = jsonstr.AppendTail(b, l.Path)
 	b = append(b, `,"status":`...)
 	b = appendInt(b, int64(l.Status))
 	b = append(b, `,"latency_ms":`...)
@@ -206,19 +206,19 @@ func Append(b []byte, t time.Time, level slog.Level, l *Line, sc trace.SpanConte
 	b = appendInt(b, l.Bytes)
 	if l.Tenant != "" {
 		b = append(b, `,"tenant":"`...)
-		b = appendStringTail(b, l.Tenant)
+		b = jsonstr.AppendTail(b, l.Tenant)
 	}
 	if l.Endpoint != "" {
 		b = append(b, `,"endpoint":"`...)
-		b = appendStringTail(b, l.Endpoint)
+		b = jsonstr.AppendTail(b, l.Endpoint)
 	}
 	if l.Model != "" {
 		b = append(b, `,"model":"`...)
-		b = appendStringTail(b, l.Model)
+		b = jsonstr.AppendTail(b, l.Model)
 	}
 	if l.Cache != "" {
 		b = append(b, `,"cache":"`...)
-		b = appendStringTail(b, l.Cache)
+		b = jsonstr.AppendTail(b, l.Cache)
 	}
 	if l.UpstreamMS > 0 {
 		b = append(b, `,"upstream_ms":`...)
@@ -236,11 +236,11 @@ func Append(b []byte, t time.Time, level slog.Level, l *Line, sc trace.SpanConte
 	}
 	if l.Bypass != "" {
 		b = append(b, `,"bypass_reason":"`...)
-		b = appendStringTail(b, l.Bypass)
+		b = jsonstr.AppendTail(b, l.Bypass)
 	}
 	if l.Err != "" {
 		b = append(b, `,"error":"`...)
-		b = appendStringTail(b, l.Err)
+		b = jsonstr.AppendTail(b, l.Err)
 	}
 	if sc.IsValid() { // as telemetry.LogHandler decides
 		tid, sid := sc.TraceID(), sc.SpanID()
@@ -425,106 +425,4 @@ func appendMilli(b []byte, n int64) []byte {
 		k--
 	}
 	return append(b, d[:k]...)
-}
-
-// plain marks the ASCII bytes slog's JSON handler copies as they are: all
-// printable ASCII and DEL, except '"' and '\\'. '<', '>' and '&' are
-// plain, because slog does not escape HTML.
-var plain = func() (t [utf8.RuneSelf]bool) {
-	for c := ' '; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-const hexDigits = "0123456789abcdef"
-
-// word is the eight bytes of s from i, little-endian (one load).
-func word(s string, i int) uint64 {
-	_ = s[i+7]
-	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
-		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
-}
-
-// mayEscape reports whether any of the eight bytes in x is a control byte
-// (< 0x20), '"', '\\' or not ASCII: the bytes appendString must look at.
-// Each test is exact about whether some byte matches ("Bit Twiddling
-// Hacks": haszero and hasless, which hold for values up to 128).
-func mayEscape(x uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	ctl := (x - 0x20*ones) &^ x
-	q := x ^ ('"' * ones)
-	bs := x ^ ('\\' * ones)
-	return (x|ctl|(q-ones)&^q|(bs-ones)&^bs)&highs != 0
-}
-
-// appendStringTail writes s as the rest of a JSON string, after the
-// opening quote (the line's keys carry it: `,"path":"`), escaped the way
-// slog's JSON handler escapes it: '"' and '\\' backslashed, \n \r \t by name, other control
-// bytes as \u00XX, each invalid UTF-8 byte as \ufffd, U+2028 and U+2029 as
-// \u2028 and \u2029, everything else as it is.
-func appendStringTail(b []byte, s string) []byte {
-	// Most values (ids, paths, model names) need no escaping: find the
-	// first byte that may, eight at a time (the last eight overlapping
-	// the word before), and copy up to it in one go.
-	i := 0
-	if len(s) >= 8 {
-		for ; i+8 <= len(s); i += 8 {
-			if mayEscape(word(s, i)) {
-				break
-			}
-		}
-		if i+8 > len(s) && !mayEscape(word(s, len(s)-8)) {
-			i = len(s)
-		}
-	}
-	for i < len(s) && s[i] < utf8.RuneSelf && plain[s[i]] {
-		i++
-	}
-	if i == len(s) {
-		b = append(b, s...)
-		return append(b, '"')
-	}
-	from := 0 // start of the run of bytes not yet copied
-	for i < len(s) {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if plain[c] {
-				i++
-				continue
-			}
-			b = append(b, s[from:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			from = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[from:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[from:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		from = i
-	}
-	b = append(b, s[from:]...)
-	return append(b, '"')
 }
