@@ -46,6 +46,11 @@ func NewEventReader(r io.Reader) *EventReader {
 // inside an event returns io.ErrUnexpectedEOF with the partial bytes.
 func (er *EventReader) Next() ([]byte, error) {
 	er.buf = er.buf[:0]
+	// continued: line is the rest of a line longer than the read buffer,
+	// whose start came in an earlier piece. Its rest can be a lone "\n"
+	// (or "\r\n"), which is the line's end, not the blank line that ends
+	// the event.
+	continued := false
 	for {
 		line, err := er.br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -53,8 +58,11 @@ func (er *EventReader) Next() ([]byte, error) {
 			if len(er.buf) > MaxEventBytes {
 				return nil, ErrEventTooLarge
 			}
+			continued = true
 			continue
 		}
+		whole := !continued
+		continued = false
 		er.buf = append(er.buf, line...)
 		if len(er.buf) > MaxEventBytes {
 			return nil, ErrEventTooLarge
@@ -68,7 +76,7 @@ func (er *EventReader) Next() ([]byte, error) {
 			}
 			return er.buf, err
 		}
-		if isBlank(line) {
+		if whole && isBlank(line) {
 			if len(er.buf) == len(line) {
 				// Stray blank line between events: skip it.
 				er.buf = er.buf[:0]

@@ -105,3 +105,31 @@ func TestTyped(t *testing.T) {
 		t.Errorf("Data = %q; want %q", d, data)
 	}
 }
+
+// A data line whose length, newline aside, is a multiple of the read buffer
+// comes in pieces whose last is the bare line ending: that ends the line,
+// not the event. Every length around the first four multiples, LF and
+// CRLF, ends each event at its own blank line.
+func TestEventReaderLineEndingAtBufferBoundary(t *testing.T) {
+	for _, eol := range []string{"\n", "\r\n"} {
+		for k := 1; k <= 4; k++ {
+			for d := -2; d <= 2; d++ {
+				n := k*readBufferSize + d - len("data: ")
+				first := "data: " + strings.Repeat("x", n) + eol + eol
+				second := "data: {\"next\":true}" + eol + eol
+				er := NewEventReader(strings.NewReader(first + second))
+				got, err := er.Next()
+				if err != nil || string(got) != first {
+					t.Fatalf("eol %q, line of %d bytes: Next = %d bytes ending %q, %v; want the %d-byte event",
+						eol, n+len("data: "), len(got), got[max(0, len(got)-12):], err, len(first))
+				}
+				if got, err := er.Next(); err != nil || string(got) != second {
+					t.Fatalf("eol %q, line of %d bytes: second Next = %q, %v", eol, n+len("data: "), got, err)
+				}
+				if _, err := er.Next(); err != io.EOF {
+					t.Fatalf("third Next = %v, want io.EOF", err)
+				}
+			}
+		}
+	}
+}
