@@ -401,3 +401,56 @@ func TestMirrorLeaderGone(t *testing.T) {
 		t.Errorf("flight: %v; want a StreamError for ErrLeaderGone", err)
 	}
 }
+
+// stuckReads is Streams whose reads block, whatever their context, until
+// release is closed: an XREAD BLOCK on a socket that a cancel does not
+// interrupt. reading says a read has begun.
+type stuckReads struct {
+	*cluster
+	reading chan struct{}
+	release chan struct{}
+}
+
+func (s *stuckReads) Read(ctx context.Context, _, after string, _ time.Duration) (coalesce.StreamBatch, error) {
+	select {
+	case s.reading <- struct{}{}:
+	default:
+	}
+	<-s.release
+	return coalesce.StreamBatch{Next: after}, ctx.Err()
+}
+
+// TestMirrorStoppedBeforeFirstEvent: an instance that stops while its
+// mirror's first read is still blocked starts its followers' streams and
+// ends them with the shutdown at once, not when the read returns.
+func TestMirrorStoppedBeforeFirstEvent(t *testing.T) {
+	cl := newCluster()
+	release := cl.hold(keying.Name("acme", hash, keying.Lock)) // the other instance's leader
+	if err := cl.Append(context.Background(), keying.Name("acme", hash, keying.Stream), nil); err != nil {
+		t.Fatal(err) // its live stream exists, no event yet
+	}
+	<-cl.appended
+	stuck := &stuckReads{cluster: cl, reading: make(chan struct{}, 1), release: make(chan struct{})}
+	b := newInstance(t, cl, cl, nil, func(o *coalesce.Options) { o.Streams = stuck })
+	f := b.co.Join("acme", hash, request(true))
+	defer f.Leave()
+	<-stuck.reading
+	b.co.Stop()
+	select {
+	case <-f.Streaming():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the followers' stream did not start after Stop while the mirror's read was blocked")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := f.Cursor().Next(ctx); !errors.Is(err, coalesce.ErrShutdown) {
+		t.Errorf("followers' stream ended with %v; want ErrShutdown", err)
+	}
+	close(stuck.release)
+	if _, err := result(t, f); !errors.Is(err, coalesce.ErrShutdown) {
+		t.Errorf("flight: %v; want ErrShutdown", err)
+	}
+	if err := release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

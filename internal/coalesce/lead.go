@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -346,22 +347,25 @@ func (c *Coalescer) mirror(ctx context.Context, req *Request, k keys, st *state)
 	// The followers' header goes out with the first batch read, which
 	// names the leader's upstream (X-Corral-Upstream, as the leader's own
 	// clients get it); on every other way out it goes without.
+	var once sync.Once
 	begin := func(upstream string) {
-		if closed(st.streaming) {
-			return
-		}
-		st.header = map[string][]string{"Content-Type": {"text/event-stream"}}
-		if upstream != "" {
-			st.header[upstreamHeader] = []string{upstream}
-		}
-		close(st.streaming)
+		once.Do(func() {
+			st.header = map[string][]string{"Content-Type": {"text/event-stream"}}
+			if upstream != "" {
+				st.header[upstreamHeader] = []string{upstream}
+			}
+			close(st.streaming)
+		})
 	}
 	defer begin("")
 	holder, _ := c.o.Locker.Holder(ctx, k.lock)
 	// A blocking read may not return before its block time when ctx ends
 	// (a socket read is not interrupted): the followers' streams end at
 	// once all the same, with ctx's cause (Stop's ErrShutdown).
-	defer context.AfterFunc(ctx, func() { st.rec.Close(context.Cause(ctx)) })()
+	defer context.AfterFunc(ctx, func() {
+		begin("") // before the first batch: the followers' streams start, to end at once
+		st.rec.Close(context.Cause(ctx))
+	})()
 	block := max(c.o.LockTTL/4, 20*time.Millisecond)
 	after := "0"
 	var events [][]byte
