@@ -8,7 +8,6 @@ package redisflight
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -176,10 +175,19 @@ func (a *Streams) Read(ctx context.Context, key, after string, block time.Durati
 	b, err := a.s.Read(ctx, key, after, block)
 	out := coalesce.StreamBatch{Events: b.Events, Next: b.Next, Ended: b.Ended, Err: b.Err, Upstream: b.Upstream}
 	if b.Err != nil && b.Reason == coalesce.ErrShutdown.Error() {
-		out.Err = fmt.Errorf("%w (%w)", b.Err, coalesce.ErrShutdown)
+		out.Err = shutdownEnd{b.Err}
 	}
 	return out, err
 }
+
+// shutdownEnd is a live stream's broken end that its leader's shutdown
+// wrote: its text is the end's own (the reason already says shutdown), and
+// it is also coalesce.ErrShutdown.
+type shutdownEnd struct{ error }
+
+func (e shutdownEnd) Unwrap() error { return e.error }
+
+func (shutdownEnd) Is(target error) bool { return target == coalesce.ErrShutdown }
 
 // Followable reports a live or cleanly ended stream.
 func (a *Streams) Followable(ctx context.Context, key string) (bool, error) {
