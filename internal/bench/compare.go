@@ -202,7 +202,15 @@ func delta(x, y float64) float64 { return x - y }
 
 func throughputOf(r RunResult) float64 { return r.Throughput }
 func p50Of(r RunResult) float64        { return r.Latency.P50 }
-func ttfbP50Of(r RunResult) float64    { return ttfb(r).P50 }
+
+// ttfbP50Of is NaN for a run that completed no stream, so the paired
+// comparisons leave that pair out rather than count it as 0 ms.
+func ttfbP50Of(r RunResult) float64 {
+	if r.TTFB == nil {
+		return math.NaN()
+	}
+	return r.TTFB.P50
+}
 
 // findGroup returns the group of target in case, or nil.
 func findGroup(gs []Group, caseName, target string) *Group {

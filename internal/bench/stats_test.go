@@ -136,6 +136,12 @@ func TestStreamingGroupsWithoutTTFB(t *testing.T) {
 	if g.TTFBP50 == nil || g.TTFBP50.N != 2 || g.TTFBP50.Median != 2 || g.TTFBP99.Max != 4 {
 		t.Fatalf("TTFB p50 = %+v, p99 = %+v; want the two runs that had one", g.TTFBP50, g.TTFBP99)
 	}
+	floor := Group{Runs: []RunResult{
+		{TTFB: &Summary{N: 5, P50: 1}}, {TTFB: &Summary{N: 5, P50: 1}}, {TTFB: &Summary{N: 5, P50: 1}},
+	}}
+	if d := paired(&g, &floor, ttfbP50Of, delta); d.N != 2 || d.Median != 1 || d.Min != 0.5 {
+		t.Errorf("TTFB over the floor = %+v; want the two pairs with a TTFB on both sides (+0.5, +1.5)", d)
+	}
 	none := Group{Case: streamCase(), Target: "floor", Runs: []RunResult{{Throughput: 9}}}
 	none.aggregate()
 	var out strings.Builder
