@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"runtime"
@@ -221,8 +222,14 @@ func (c *Coalescer) publish(ctx context.Context, req *Request, k keys, st *state
 			err = c.o.Streams.Append(ctx, k.stream, batch)
 		}
 		if err != nil {
+			// The followers on other instances would miss these events and
+			// relay the rest with a hole in it: end their stream as broken
+			// instead (they end with an error event and may retry; no new
+			// waiter follows a broken stream). The leader's own clients
+			// and its stored answer are not affected.
 			c.o.Health.Record(err)
-			continue // the followers will notice the gap through the lock
+			c.o.Health.Record(c.o.Streams.End(ctx, k.stream, fmt.Errorf("%w: %w", ErrLiveStreamGap, err)))
+			return
 		}
 		if !announced && c.o.Bus != nil {
 			announced = true

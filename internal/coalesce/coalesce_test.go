@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -452,5 +453,73 @@ func TestMirrorStoppedBeforeFirstEvent(t *testing.T) {
 	}
 	if err := release(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// failingAppends is Streams whose Appends fail once fail is set (Redis
+// refusing a write mid-stream).
+type failingAppends struct {
+	*cluster
+	fail atomic.Bool
+}
+
+func (s *failingAppends) Append(ctx context.Context, key string, events [][]byte) error {
+	if s.fail.Load() {
+		return errors.New("OOM command not allowed when used memory > 'maxmemory'")
+	}
+	return s.cluster.Append(ctx, key, events)
+}
+
+// TestLiveStreamGapEndsFollowers: when the leader cannot write some events
+// to its live stream, the followers on other instances end with an error
+// instead of relaying the rest of the answer with those events missing;
+// the leader's own answer is stored whole.
+func TestLiveStreamGapEndsFollowers(t *testing.T) {
+	cl := newCluster()
+	pr, pw := io.Pipe()
+	streams := &failingAppends{cluster: cl}
+	a := newInstance(t, cl, cl, func(context.Context, *coalesce.Request) (*coalesce.Response, error) {
+		return &coalesce.Response{Status: 200, EventStream: true, Body: pr,
+			Header: map[string][]string{"Content-Type": {"text/event-stream"}}}, nil
+	}, func(o *coalesce.Options) { o.Streams = streams })
+	b := newInstance(t, cl, cl, nil)
+	fa := a.co.Join("acme", hash, request(true))
+	defer fa.Leave()
+	<-fa.Streaming()
+	if _, err := io.WriteString(pw, streamEvents[0]); err != nil {
+		t.Fatal(err)
+	}
+	<-cl.appended // A published its first event
+	fb := b.co.Join("acme", hash, request(true))
+	defer fb.Leave()
+	<-fb.Streaming()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cur := fb.Cursor()
+	if first, err := cur.Next(ctx); err != nil || len(first) != 1 {
+		t.Fatalf("B's first batch %q, %v; want A's first event", first, err)
+	}
+	streams.fail.Store(true)
+	if _, err := io.WriteString(pw, strings.Join(streamEvents[1:], "")); err != nil {
+		t.Fatal(err)
+	}
+	_ = pw.Close()
+	for {
+		batch, err := cur.Next(ctx)
+		if err != nil {
+			if !errors.Is(err, coalesce.ErrLiveStreamGap) {
+				t.Errorf("B's stream ended with %v; want ErrLiveStreamGap", err)
+			}
+			break
+		}
+		if len(batch) > 0 {
+			t.Fatalf("B got %q after A's write failed; want no event past the gap", batch)
+		}
+	}
+	if _, err := result(t, fb); !errors.Is(err, coalesce.ErrLiveStreamGap) {
+		t.Errorf("B's flight: %v; want ErrLiveStreamGap", err)
+	}
+	if out, err := result(t, fa); err != nil || !out.Stored || !strings.Contains(string(out.Entry.Body), `"content":"Hello"`) {
+		t.Errorf("A: %+v %v; want its whole answer stored", out, err)
 	}
 }

@@ -147,6 +147,10 @@ var (
 	// ErrStreamIncomplete: a stream ended before its final event.
 	ErrStreamIncomplete = errors.New("upstream stream ended before it was complete")
 
+	// ErrLiveStreamGap ends a live stream whose leader could not write
+	// some of its events to Redis: its followers on other instances would
+	// otherwise miss them.
+	ErrLiveStreamGap = errors.New("coalesce: the live stream lost events")
 	// errFlightEnded closes a stream record its flight abandoned.
 	errFlightEnded = errors.New("flight ended before the stream completed")
 )
