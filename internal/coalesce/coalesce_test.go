@@ -523,3 +523,92 @@ func TestLiveStreamGapEndsFollowers(t *testing.T) {
 		t.Errorf("A: %+v %v; want its whole answer stored", out, err)
 	}
 }
+
+// signalReads is Streams that says when a read begins.
+type signalReads struct {
+	*cluster
+	reads chan struct{}
+}
+
+func (s *signalReads) Read(ctx context.Context, key, after string, block time.Duration) (coalesce.StreamBatch, error) {
+	select {
+	case s.reads <- struct{}{}:
+	default:
+	}
+	return s.cluster.Read(ctx, key, after, block)
+}
+
+// TestMirrorLeaderGoneWithItsAnswerStored: the other instance's leader
+// stored its answer and left without writing the end marker. Followers
+// that read every event end cleanly; followers that read none are
+// answered from the entry, not from a stream; followers that read only
+// some end with an error, never with a stream cut short as if complete.
+func TestMirrorLeaderGoneWithItsAnswerStored(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		events []string
+	}{
+		{"every event read", streamEvents},
+		{"none read", nil},
+		{"some read", streamEvents[:1]},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cl := newCluster()
+			release := cl.hold(keying.Name("acme", hash, keying.Lock)) // the other instance's leader
+			var evs [][]byte
+			for _, ev := range tt.events {
+				evs = append(evs, []byte(ev))
+			}
+			if err := cl.Append(context.Background(), keying.Name("acme", hash, keying.Stream), evs); err != nil {
+				t.Fatal(err)
+			}
+			<-cl.appended
+			reads := &signalReads{cluster: cl, reads: make(chan struct{}, 1)}
+			b := newInstance(t, cl, cl, nil, func(o *coalesce.Options) { o.Streams = reads })
+			f := b.co.Join("acme", hash, request(true))
+			defer f.Leave()
+			<-reads.reads // mirroring
+			// The leader stores its answer and leaves, its end marker lost.
+			if err := cl.Set(context.Background(), responseKey, &entry.Entry{Status: 200, Body: []byte(answer)}, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if err := release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			out, err := result(t, f)
+			switch tt.name {
+			case "every event read":
+				if err != nil || out.Entry == nil || !f.IsStreaming() {
+					t.Fatalf("flight: %+v %v streaming=%v; want the entry, streamed", out, err, f.IsStreaming())
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				var got []string
+				cur := f.Cursor()
+				for {
+					batch, err := cur.Next(ctx)
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					if err != nil {
+						t.Fatalf("stream: %v", err)
+					}
+					for _, ev := range batch {
+						got = append(got, string(ev))
+					}
+				}
+				if strings.Join(got, "") != strings.Join(streamEvents, "") {
+					t.Errorf("followers' stream = %q; want every event", got)
+				}
+			case "none read":
+				if err != nil || out.Entry == nil || string(out.Entry.Body) != answer || f.IsStreaming() {
+					t.Errorf("flight: %+v %v streaming=%v; want the stored entry, not a stream", out, err, f.IsStreaming())
+				}
+			case "some read":
+				if !errors.Is(err, coalesce.ErrLeaderGone) {
+					t.Errorf("flight: %+v %v; want ErrLeaderGone", out, err)
+				}
+			}
+		})
+	}
+}

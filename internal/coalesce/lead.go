@@ -399,8 +399,20 @@ func (c *Coalescer) mirror(ctx context.Context, req *Request, k keys, st *state)
 			// failed to write the end marker: look before failing.
 			if e, _ := c.lookup(ctx, k.entry, k.negative, time.Time{}); e != nil {
 				out := Outcome{Entry: e, Source: Coalesced}
-				st.endStream(out)
-				return out, nil
+				switch {
+				case len(events) > 0 && req.Format.IsEnd(events[len(events)-1]):
+					// Every event was read; only the end marker is missing.
+					st.endStream(out)
+					return out, nil
+				case len(events) == 0:
+					// Nothing was relayed yet: the followers are answered
+					// from the entry, each as its own request asks, not
+					// from a stream, which therefore never begins.
+					once.Do(func() {})
+					return out, nil
+				}
+				// Some events are missing and cannot be spliced with the
+				// entry's: the followers' streams end with an error.
 			}
 			st.rec.Close(ErrLeaderGone)
 			return Outcome{}, &StreamError{Err: ErrLeaderGone}
