@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/cache/entry"
+	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/redistest"
@@ -173,5 +175,71 @@ func TestRedisOutageServesAndRecovers(t *testing.T) {
 	}
 	if a := send(ctx, h.gws[1].URL, acmeKey, body); a.header.Get("X-Corral-Cache") != cacheHit {
 		t.Errorf("other instance after recovery: %s; want HIT from Redis", a.header.Get("X-Corral-Cache"))
+	}
+}
+
+func TestNoCacheCoalescesAcrossInstances(t *testing.T) {
+	gate := make(chan struct{})
+	refused := make(chan struct{}, 8) // a lock attempt found another leader: a waiter exists
+	h, _ := distributed(t, 2, func(o *harnessOptions) {
+		o.gate = gate
+		o.server = func(so *Options) { so.Locker = refusalSignal{Locker: so.Locker, refused: refused} }
+	})
+	go func() {
+		// The leader's call is held at the upstream until the other
+		// instance's request has found the lock taken, so the two overlap.
+		_, _ = h.mock.Wait(context.Background(), func(s mockllm.Stats) bool { return s.InFlight == 1 })
+		<-refused
+		close(gate)
+	}()
+	answers := make(chan answer, 2)
+	for _, base := range h.bases() {
+		go func() {
+			answers <- send(context.Background(), base, acmeKey, chatBody("fresh please"), "Cache-Control", "no-cache")
+		}()
+	}
+	got := []string{(<-answers).header.Get("X-Corral-Cache"), (<-answers).header.Get("X-Corral-Cache")}
+	if n := h.mock.Stats().Requests; n != 1 {
+		t.Errorf("two no-cache requests on two instances made %d upstream calls (%v); want 1", n, got)
+	}
+}
+
+// refusalSignal is a Locker that signals every refused acquisition.
+type refusalSignal struct {
+	coalesce.Locker
+	refused chan<- struct{}
+}
+
+func (l refusalSignal) TryAcquire(ctx context.Context, name string, clear ...string) (coalesce.Release, bool, error) {
+	rel, ok, err := l.Locker.TryAcquire(ctx, name, clear...)
+	l.signal(ok, err)
+	return rel, ok, err
+}
+
+func (l refusalSignal) TryAcquireOrRead(ctx context.Context, name string, keys []string, clear ...string) (coalesce.Release, bool, []*entry.Entry, error) {
+	rel, ok, found, err := l.Locker.TryAcquireOrRead(ctx, name, keys, clear...)
+	l.signal(ok, err)
+	return rel, ok, found, err
+}
+
+func (l refusalSignal) signal(ok bool, err error) {
+	if !ok && err == nil {
+		select {
+		case l.refused <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func TestUnreadableEntryDoesNotBlockTheLock(t *testing.T) {
+	h, rs := distributed(t, 1, func(o *harnessOptions) {
+		o.server = func(so *Options) { so.WaitTimeout, so.FailOnWaitTimeout = time.Minute, true }
+	})
+	body := chatBody("corrupt entry")
+	name := keying.Name("acme", promptHash(t, "acme", body), keying.Response)
+	rs.Client().Set(context.Background(), name, "not an entry", time.Minute)
+	a := send(context.Background(), h.gw.URL, acmeKey, body)
+	if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheMiss {
+		t.Errorf("with an unreadable entry: %d %s; want a MISS that replaces it", a.status, a.header.Get("X-Corral-Cache"))
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -91,5 +92,37 @@ func TestUnservedModelIsARefusal(t *testing.T) {
 	}
 	if n := gpt.calls.Load(); n != 0 {
 		t.Errorf("%d upstream calls", n)
+	}
+}
+
+func TestProxyRefusesPathEscapes(t *testing.T) {
+	h := newHarness(t)
+	for _, p := range []string{"/v1/../admin", "/v1/files/..%2f..%2fadmin", "/v1//files", "/v1/files/%2e%2e/x", "/v1/a/./b"} {
+		req, _ := http.NewRequest(http.MethodGet, h.gw.URL+p, nil)
+		req.URL.RawPath = "" // send the path as written
+		req.URL.Opaque = p
+		req.Header.Set("Authorization", "Bearer "+acmeKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 400 && resp.StatusCode != 404 {
+			t.Errorf("GET %s = %d; want it refused", p, resp.StatusCode)
+		}
+	}
+	if n := h.mock.Stats().Requests; n != 0 {
+		t.Errorf("escaping paths reached the upstream %d times", n)
+	}
+}
+
+func TestProxyAppliesModelAllowList(t *testing.T) {
+	h := newHarness(t)
+	resp := post(t, h, "/v1/responses", limitedKey, []byte(`{"model":"o1-pro","input":"x"}`))
+	if resp.StatusCode != 403 {
+		t.Errorf("proxied body with a forbidden model = %d; want 403", resp.StatusCode)
+	}
+	if n := h.mock.Stats().Requests; n != 0 {
+		t.Errorf("upstream calls = %d; want 0", n)
 	}
 }

@@ -1,14 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/mockllm"
 )
 
@@ -124,5 +127,70 @@ func TestStreamCutIsNotStored(t *testing.T) {
 	b := send(context.Background(), h.gw.URL, acmeKey, body)
 	if b.header.Get("X-Corral-Cache") != cacheMiss || h.mock.Stats().Requests != 2 {
 		t.Errorf("after a cut: %s with %d upstream calls; want MISS and 2", b.header.Get("X-Corral-Cache"), h.mock.Stats().Requests)
+	}
+}
+
+// rejectStreamOptions is an upstream that refuses the stream_options field,
+// as some OpenAI-compatible servers do.
+func rejectStreamOptions(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte("stream_options")) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(400)
+			_, _ = w.Write([]byte(`{"error":{"message":"Unrecognized request argument supplied: stream_options","type":"invalid_request_error","param":"stream_options","code":null}}`))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func TestUpstreamRejectingStreamOptions(t *testing.T) {
+	h := newHarness(t, func(o *harnessOptions) { o.wrapUpstream = rejectStreamOptions })
+	stream := `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"old server"}]}`
+	a := send(context.Background(), h.gw.URL, acmeKey, stream)
+	if a.status != 200 || !strings.HasSuffix(a.body, "data: [DONE]\n\n") {
+		t.Fatalf("stream through a server without stream_options: %d %q", a.status, a.body)
+	}
+	// The non-streaming twin is not poisoned by a remembered 400.
+	b := send(context.Background(), h.gw.URL, acmeKey, chatBody("old server"))
+	if b.status != 200 {
+		t.Errorf("non-streaming twin = %d %s", b.status, b.body)
+	}
+	// Once known, the splice is not tried again.
+	send(context.Background(), h.gw.URL, acmeKey, `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"second"}]}`)
+	if !h.srv.noSplice.Load() {
+		t.Error("the gateway did not remember that the upstream rejects stream_options")
+	}
+}
+
+func TestRetryAfterABrokenStreamLeadsAnew(t *testing.T) {
+	h, rs := distributed(t, 2, slowStream(6, 0))
+	body := `{"model":"gpt-4o-mini","stream":true,"mock":{"cut_after":2},"messages":[{"role":"user","content":"retry me"}]}`
+	lock := keying.Name("acme", promptHash(t, "acme", body), keying.Lock)
+	for i := range 8 {
+		// Once the failed attempt has let go of its lock (its broken
+		// stream stays in Redis for a while), a retry must lead anew.
+		waitFor(t, func() bool { return rs.Client().Exists(context.Background(), lock).Val() == 0 })
+		a := send(context.Background(), h.bases()[i%2], acmeKey, body)
+		if a.header.Get("X-Corral-Cache") != cacheMiss || !strings.Contains(a.body, "upstream_error") {
+			t.Fatalf("retry %d: %s %q; want a fresh MISS (never an earlier attempt's stream)", i, a.header.Get("X-Corral-Cache"), a.body)
+		}
+	}
+	if n := h.mock.Stats().Requests; n != 8 {
+		t.Errorf("upstream calls = %d; want 8", n)
+	}
+}
+
+func TestStreamingBadRequestCostsOneCall(t *testing.T) {
+	h := newHarness(t)
+	for range 3 {
+		if a := send(context.Background(), h.gw.URL, acmeKey, `{"model":"mock-400","stream":true,"messages":[]}`); a.status != 400 {
+			t.Fatalf("status %d", a.status)
+		}
+	}
+	if n := h.mock.Stats().Requests; n != 3 {
+		t.Errorf("3 streaming requests answered 400 made %d upstream calls; want 3", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +104,21 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	defer wcancel()
 	if err := h.mock.WaitCancelled(wctx, 1); err != nil {
 		t.Fatalf("the upstream call was not cancelled after the client hung up: %v", err)
+	}
+}
+
+func TestNonJSONAnswerIsNotStored(t *testing.T) {
+	h := newHarness(t, func(o *harnessOptions) {
+		o.wrapUpstream = func(http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/html")
+				_, _ = w.Write([]byte("<html>maintenance</html>"))
+			})
+		}
+	})
+	for range 2 {
+		if a := send(context.Background(), h.gw.URL, acmeKey, chatBody("html")); a.header.Get("X-Corral-Cache") != cacheMiss {
+			t.Errorf("X-Corral-Cache = %s; want MISS both times (a non-JSON 200 is not an answer)", a.header.Get("X-Corral-Cache"))
+		}
 	}
 }
