@@ -14,6 +14,7 @@ import (
 
 	"github.com/corralhq/corral/internal/cache/entry"
 	"github.com/corralhq/corral/internal/coalesce"
+	"github.com/corralhq/corral/internal/coalesce/flight"
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/wire/openai"
 )
@@ -194,34 +195,50 @@ func TestTakeover(t *testing.T) {
 	}
 }
 
-// TestMirror: a streaming request on instance B follows instance A's
-// live stream as it is written, and gets the assembled answer at its end.
-func TestMirror(t *testing.T) {
+// mirrored is a stream led on instance A (its upstream body written
+// through pw) and followed on instance B, which has read A's first event
+// from the live stream: cur reads on from there, within ctx.
+type mirrored struct {
+	pw     *io.PipeWriter
+	fa, fb *coalesce.Flight
+	cur    *flight.Cursor
+	ctx    context.Context
+}
+
+func startMirrored(t *testing.T, leaderOpts ...func(*coalesce.Options)) mirrored {
+	t.Helper()
 	cl := newCluster()
 	pr, pw := io.Pipe()
 	a := newInstance(t, cl, cl, func(context.Context, *coalesce.Request) (*coalesce.Response, error) {
 		return &coalesce.Response{Status: 200, EventStream: true, Body: pr,
 			Header: map[string][]string{"Content-Type": {"text/event-stream"}}}, nil
-	})
+	}, leaderOpts...)
 	b := newInstance(t, cl, cl, nil)
-	fa := a.co.Join("acme", hash, request(true))
-	defer fa.Leave()
-	<-fa.Streaming()
+	m := mirrored{pw: pw, fa: a.co.Join("acme", hash, request(true))}
+	t.Cleanup(m.fa.Leave)
+	<-m.fa.Streaming()
 	if _, err := io.WriteString(pw, streamEvents[0]); err != nil {
 		t.Fatal(err)
 	}
 	<-cl.appended // A published its first event
-
-	fb := b.co.Join("acme", hash, request(true))
-	defer fb.Leave()
-	<-fb.Streaming()
+	m.fb = b.co.Join("acme", hash, request(true))
+	t.Cleanup(m.fb.Leave)
+	<-m.fb.Streaming()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cur := fb.Cursor()
-	first, err := cur.Next(ctx)
+	t.Cleanup(cancel)
+	m.ctx, m.cur = ctx, m.fb.Cursor()
+	first, err := m.cur.Next(ctx)
 	if err != nil || len(first) != 1 || string(first[0]) != streamEvents[0] {
 		t.Fatalf("B's first batch %q, %v; want A's first event while A is still streaming", first, err)
 	}
+	return m
+}
+
+// TestMirror: a streaming request on instance B follows instance A's
+// live stream as it is written, and gets the assembled answer at its end.
+func TestMirror(t *testing.T) {
+	m := startMirrored(t)
+	pw, fa, fb, cur, ctx := m.pw, m.fa, m.fb, m.cur, m.ctx
 	if _, err := io.WriteString(pw, strings.Join(streamEvents[1:], "")); err != nil {
 		t.Fatal(err)
 	}
@@ -475,30 +492,12 @@ func (s *failingAppends) Append(ctx context.Context, key string, events [][]byte
 // instead of relaying the rest of the answer with those events missing;
 // the leader's own answer is stored whole.
 func TestLiveStreamGapEndsFollowers(t *testing.T) {
-	cl := newCluster()
-	pr, pw := io.Pipe()
-	streams := &failingAppends{cluster: cl}
-	a := newInstance(t, cl, cl, func(context.Context, *coalesce.Request) (*coalesce.Response, error) {
-		return &coalesce.Response{Status: 200, EventStream: true, Body: pr,
-			Header: map[string][]string{"Content-Type": {"text/event-stream"}}}, nil
-	}, func(o *coalesce.Options) { o.Streams = streams })
-	b := newInstance(t, cl, cl, nil)
-	fa := a.co.Join("acme", hash, request(true))
-	defer fa.Leave()
-	<-fa.Streaming()
-	if _, err := io.WriteString(pw, streamEvents[0]); err != nil {
-		t.Fatal(err)
-	}
-	<-cl.appended // A published its first event
-	fb := b.co.Join("acme", hash, request(true))
-	defer fb.Leave()
-	<-fb.Streaming()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cur := fb.Cursor()
-	if first, err := cur.Next(ctx); err != nil || len(first) != 1 {
-		t.Fatalf("B's first batch %q, %v; want A's first event", first, err)
-	}
+	var streams *failingAppends
+	m := startMirrored(t, func(o *coalesce.Options) {
+		streams = &failingAppends{cluster: o.Streams.(*cluster)}
+		o.Streams = streams
+	})
+	pw, fa, fb, cur, ctx := m.pw, m.fa, m.fb, m.cur, m.ctx
 	streams.fail.Store(true)
 	if _, err := io.WriteString(pw, strings.Join(streamEvents[1:], "")); err != nil {
 		t.Fatal(err)
