@@ -188,7 +188,7 @@ func answerEntry(body []byte, u wire.Usage, h map[string][]string) *entry.Entry 
 func (c *Coalescer) publish(ctx context.Context, req *Request, k keys, st *state) {
 	ctx = context.WithoutCancel(ctx)
 	cur := st.rec.Cursor()
-	announced, first, started := false, true, false
+	first := true
 	for {
 		batch, err := cur.Next(ctx)
 		if err != nil {
@@ -200,7 +200,6 @@ func (c *Coalescer) publish(ctx context.Context, req *Request, k keys, st *state
 			return
 		}
 		if first {
-			first = false
 			// The local client is written first: its relay and this cursor
 			// wake on the same Append, and on a busy instance's one core
 			// the XADD's work ran before the client's write (a measurable
@@ -208,16 +207,13 @@ func (c *Coalescer) publish(ctx context.Context, req *Request, k keys, st *state
 			// in the record meanwhile, so the followers on other instances
 			// get every one, in order, one local write later.
 			c.awaitRelayed(req, st, cur)
-		}
-		// The first batch written names the upstream answering, for the
-		// X-Corral-Upstream of followers on other instances.
-		if !started {
+			// The first batch names the upstream answering, for the
+			// X-Corral-Upstream of followers on other instances.
 			var upstream string
 			if v := st.header[upstreamHeader]; len(v) > 0 {
 				upstream = v[0]
 			}
 			err = c.o.Streams.Start(ctx, k.stream, upstream, batch)
-			started = err == nil
 		} else {
 			err = c.o.Streams.Append(ctx, k.stream, batch)
 		}
@@ -231,10 +227,10 @@ func (c *Coalescer) publish(ctx context.Context, req *Request, k keys, st *state
 			c.o.Health.Record(c.o.Streams.End(ctx, k.stream, fmt.Errorf("%w: %w", ErrLiveStreamGap, err)))
 			return
 		}
-		if !announced && c.o.Bus != nil {
-			announced = true
+		if first && c.o.Bus != nil {
 			c.o.Health.Record(c.o.Bus.Publish(ctx, k.entry))
 		}
+		first = false
 	}
 }
 
