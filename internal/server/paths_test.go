@@ -215,3 +215,24 @@ func TestPathParametersAndMethodOverrides(t *testing.T) {
 		}
 	}
 }
+
+// TestEscapedIDsAreTheirDecodedIDs: the escapes SDKs put in ids (the
+// Node SDKs' encodeURIComponent turns the colons of a fine-tuned model into
+// %3A) are not refused: the path routes decoded, and the id checked is the
+// one the upstream will read.
+func TestEscapedIDsAreTheirDecodedIDs(t *testing.T) {
+	h := newHarness(t)
+	for _, tt := range []struct{ method, path, id string }{
+		{"DELETE", "/v1/models/ft%3Agpt-4o-mini%3Aother%3A%3Aabc", "ft:gpt-4o-mini:other::abc"},
+		{"GET", "/v1/files/%66ile-%41bc", "file-Abc"},
+	} {
+		req := objectstest.NewRequest(t, tt.method, h.gw.URL+tt.path, acmeKey, "")
+		req.URL.Opaque = tt.path
+		if code, body := objectstest.Do(t, req); code != 404 || body != objectstest.NotFoundBody(tt.id) {
+			t.Errorf("%s %s = %d %s; want Corral's 404 for %s", tt.method, tt.path, code, body, tt.id)
+		}
+	}
+	if n := h.mock.Stats().Requests; n != 0 {
+		t.Errorf("requests for nobody's objects reached the upstream %d times", n)
+	}
+}
