@@ -26,14 +26,20 @@ var kinds = map[string]string{
 	"video":           "video",
 	"chatkit.session": "chatkit_session",
 	"chatkit.thread":  "chatkit_thread",
-	// Anthropic's Message Batches name their kind in "type", not "object".
-	"message_batch": "message_batch",
+	// Anthropic's objects name their kind in "type", not "object"
+	// (decodeAnswer).
+	"message_batch":  "message_batch",
+	"anthropic.file": "anthropic_file",
 }
+
+// anthropicTypes maps the "type" of an Anthropic answer that has no
+// "object" to the name kinds knows it by.
+var anthropicTypes = map[string]string{"message_batch": "message_batch", "file": "anthropic.file"}
 
 // answer is the part of an upstream object Created reads.
 type answer struct {
 	Object string `json:"object"`
-	Type   string `json:"type"` // Anthropic's objects: "message_batch"
+	Type   string `json:"type"` // Anthropic's objects: "message_batch", "file"
 	ID     string `json:"id"`
 	// An upload's complete step returns the file it made.
 	File *struct {
@@ -77,8 +83,8 @@ func decodeAnswer(body []byte) (answer, bool) {
 	if json.Unmarshal(body, &a) != nil {
 		return a, false
 	}
-	if a.Object == "" && a.Type == "message_batch" {
-		a.Object = a.Type
+	if a.Object == "" {
+		a.Object = anthropicTypes[a.Type]
 	}
 	return a, true
 }

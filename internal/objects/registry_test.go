@@ -108,6 +108,9 @@ func TestCreated(t *testing.T) {
 			[]Ref{{"resp_1", "response"}, {"msg_1", "item"}, {"ci_1", "item"}, {"cntr_1", "container"}}},
 		{"job results", `{"id":"ftjob-1","object":"fine_tuning.job","result_files":["file-r"]}`, false, []Ref{{"file-r", "file"}}},
 		{"job's model", `{"id":"ftjob-1","object":"fine_tuning.job","fine_tuned_model":"ft:gpt-4o-mini:o::x"}`, false, []Ref{{"ft:gpt-4o-mini:o::x", "model"}}},
+		{"anthropic file upload", `{"id":"file_011a","type":"file","filename":"a.txt","mime_type":"text/plain","size_bytes":3,"created_at":"2025-01-01T00:00:00Z"}`, true, []Ref{{"file_011a", "anthropic_file"}}},
+		{"anthropic file deleted", `{"id":"file_011a","type":"file_deleted"}`, true, nil},
+		{"anthropic message batch", `{"id":"msgbatch_1","type":"message_batch"}`, true, []Ref{{"msgbatch_1", "message_batch"}}},
 		{"other object", `{"id":"x","object":"list"}`, true, nil},
 		{"not JSON", `data: {}`, true, nil},
 	}

@@ -53,3 +53,43 @@ func TestRoute(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteForAnthropic: a request for Anthropic's API reaches its own
+// collections only: /files is Anthropic's Files API, whose objects are of a
+// kind of their own, and OpenAI's other collections are not Anthropic's.
+func TestRouteForAnthropic(t *testing.T) {
+	tests := []struct {
+		method, path string
+		want         Access
+	}{
+		{"POST", "/files", Access{Op: Create, Kind: "anthropic_file", API: Anthropic}},
+		{"GET", "/files", Access{Op: List, Kind: "anthropic_file", API: Anthropic}},
+		{"GET", "/files/file_011abc", Access{Op: Object, Kind: "anthropic_file", ID: "file_011abc", API: Anthropic}},
+		{"GET", "/files/file_011abc/content", Access{Op: Object, Kind: "anthropic_file", ID: "file_011abc", API: Anthropic}},
+		{"DELETE", "/files/file_011abc", Access{Op: Object, Kind: "anthropic_file", ID: "file_011abc", Delete: true, API: Anthropic}},
+		{"GET", "/messages/batches", Access{Op: List, Kind: "message_batch", API: Anthropic}},
+		{"POST", "/messages/batches/msgbatch_1/cancel", Access{Op: Object, Kind: "message_batch", ID: "msgbatch_1", API: Anthropic}},
+		{"GET", "/models/claude-sonnet-4-5", Access{Op: None, API: Anthropic}},
+		{"GET", "/batches", Access{Op: None, API: Anthropic}},
+		{"POST", "/messages", Access{Op: None, API: Anthropic}},
+	}
+	for _, tt := range tests {
+		if got := RouteFor(Anthropic, tt.method, tt.path); got != tt.want {
+			t.Errorf("RouteFor(anthropic, %s %s) = %+v; want %+v", tt.method, tt.path, got, tt.want)
+		}
+	}
+	if got := Route("GET", "/messages/batches/msgbatch_1"); got.API != Anthropic || got.Kind != "message_batch" {
+		t.Errorf("Route(GET /messages/batches/msgbatch_1) = %+v; want Anthropic's message batch", got)
+	}
+	if got := RouteFor(OpenAI, "GET", "/files/file-abc"); got.Kind != "file" || !IsAPI(got.API, OpenAI) {
+		t.Errorf("RouteFor(openai, GET /files/file-abc) = %+v; want OpenAI's file", got)
+	}
+}
+
+func TestKindAPI(t *testing.T) {
+	for kind, want := range map[string]string{"anthropic_file": Anthropic, "message_batch": Anthropic, "file": OpenAI, "response": OpenAI, "": OpenAI} {
+		if got := KindAPI(kind); got != want {
+			t.Errorf("KindAPI(%q) = %q; want %q", kind, got, want)
+		}
+	}
+}

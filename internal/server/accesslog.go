@@ -17,7 +17,7 @@ type statusWriter struct {
 	status int
 	bytes  int64
 	wrote  bool
-	// anthropic: the request is on Anthropic's paths (/v1/messages...):
+	// anthropic: the request is for Anthropic's API (apiOfRequest):
 	// Corral's errors take Anthropic's shape and its rate-limit headers
 	// Anthropic's names.
 	anthropic bool
@@ -88,7 +88,7 @@ func accessLog(log *slog.Logger, enc *accessline.Encoder, observe func(*logRecor
 			}
 			rec := &e.rec
 			sw := &e.sw
-			*sw = statusWriter{ResponseWriter: w, status: http.StatusOK, anthropic: isAnthropicPath(r.URL.Path) || isAnthropicModels(r)}
+			*sw = statusWriter{ResponseWriter: w, status: http.StatusOK, anthropic: apiOfRequest(r) == apiAnthropic}
 			// Deferred, so a response cut on purpose (http.ErrAbortHandler)
 			// is still logged and counted.
 			defer func() { logRequest(log, enc, observe, r, rec, sw, start) }()

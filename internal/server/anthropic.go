@@ -6,16 +6,49 @@ import (
 	"time"
 )
 
-// isAnthropicPath reports a path of Anthropic's Messages API.
+// isAnthropicPath reports a path of Anthropic's Messages API (a path
+// parameter after "messages" included: it is refused in Anthropic's shape).
 func isAnthropicPath(p string) bool {
-	return p == "/v1/messages" || strings.HasPrefix(p, "/v1/messages/")
+	rest, ok := strings.CutPrefix(p, "/v1/messages")
+	return ok && (rest == "" || rest[0] == '/' || rest[0] == ';')
 }
 
-// isAnthropicModels reports GET /v1/models from an Anthropic client (it
-// sends anthropic-version), answered in Anthropic's shape.
-func isAnthropicModels(r *http.Request) bool {
-	return r.URL.Path == "/v1/models" && header(r.Header, "Anthropic-Version") != ""
+// apiOfRequest is the API a request speaks, which decides the upstreams
+// it goes to and the shape of Corral's answers: Anthropic's for a path of
+// its Messages API and for any /v1 request that carries anthropic-version
+// (Anthropic's SDKs and agents always send it; OpenAI's never do), OpenAI's
+// for everything else.
+func apiOfRequest(r *http.Request) string {
+	p := r.URL.Path
+	if isAnthropicPath(p) || (strings.HasPrefix(p, "/v1/") && header(r.Header, "Anthropic-Version") != "") {
+		return apiAnthropic
+	}
+	return apiOpenAI
 }
+
+// anthropicPaths are the first path segments below /v1 of the parts of
+// Anthropic's API Corral serves: Messages (with Message Batches and
+// count_tokens), Models and Files. Anything else a client of Anthropic's
+// API asks for (its admin API, skills, ...) is not forwarded: Corral keeps
+// no ownership records for it, and its objects on the shared account would
+// be every tenant's.
+var anthropicPaths = []string{"messages", "models", "files"}
+
+// anthropicServes reports whether rel, a path below /v1, is one of the
+// parts of Anthropic's API Corral serves (matched in any letter case, as
+// object paths are).
+func anthropicServes(rel string) bool {
+	seg, _, _ := strings.Cut(strings.TrimPrefix(rel, "/"), "/")
+	for _, p := range anthropicPaths {
+		if strings.EqualFold(seg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+var errNoAnthropicEndpoint = clientError(http.StatusNotFound, "not_found",
+	"Corral serves Anthropic's Messages, Message Batches, Models and Files APIs under /v1; this path is none of them.")
 
 // anthropicRateHeaders renames Corral's rate-limit headers the way
 // Anthropic's API names them, so its SDKs read them as they read

@@ -71,6 +71,11 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 //go:noinline
 func (s *Server) newCall(r *http.Request, rec *logRecord, format wire.Format, endpoint string) (*call, *apiError) {
 	t, _ := tenant.FromContext(r.Context())
+	if apiOfRequest(r) != apiOf(endpoint) {
+		// anthropic-version on an OpenAI endpoint: Anthropic's API has none
+		// of them.
+		return nil, errNoAnthropicEndpoint
+	}
 	if compressed(r) {
 		return nil, errCompressedBody
 	}
@@ -101,8 +106,9 @@ func (s *Server) newCall(r *http.Request, rec *logRecord, format wire.Format, en
 	if aerr != nil {
 		return nil, aerr
 	}
-	creates := createsObject(objects.Access{}, endpoint, found)
-	pin, aerr := s.guardObjects(r.Context(), t, objects.Access{}, found, creates)
+	acc := objects.Access{API: apiOf(endpoint)} // a Messages prompt names Anthropic's files
+	creates := createsObject(acc, endpoint, found)
+	pin, aerr := s.guardObjects(r.Context(), t, acc, found, creates)
 	if aerr != nil {
 		return nil, aerr
 	}

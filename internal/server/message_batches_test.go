@@ -95,6 +95,12 @@ func TestMessageBatchesStayTheirOwners(t *testing.T) {
 	if a, _ := getWith(ctx, base+"/"+mine[0]+"/results", "X-Api-Key", limitedKey); a.status != 200 || !strings.Contains(a.body, mine[0]) {
 		t.Errorf("own results: %d %s", a.status, a.body)
 	}
+	// A message batch is Anthropic's: OpenAI's batches API does not reach
+	// it, even for its owner.
+	if a, _ := getWith(ctx, h.gw.URL+"/v1/batches/"+mine[0], "Authorization", "Bearer "+limitedKey); a.status != 404 ||
+		a.body != `{"error":{"message":"No such object: `+mine[0]+`","type":"invalid_request_error","param":null,"code":"not_found"}}` {
+		t.Errorf("GET /v1/batches/<own message batch> = %d %s; want Corral's 404", a.status, a.body)
+	}
 }
 
 // TestMessageBatchesListPagesWithAfterID: a filtered list follows

@@ -129,7 +129,9 @@ func (s *Server) guardObjects(ctx context.Context, t *tenant.Tenant, acc objects
 	}
 	owners, err := s.objects.Lookup(ctx, ids)
 	for i, o := range owners {
-		if o != nil && o.Tenant == t.ID {
+		// An object of the other API is not found either: an OpenAI file
+		// id never names an Anthropic file, nor the other way round.
+		if o != nil && o.Tenant == t.ID && objects.IsAPI(acc.API, o.API()) {
 			continue
 		}
 		if err != nil {

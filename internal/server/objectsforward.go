@@ -181,7 +181,7 @@ func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.T
 	// Anthropic's lists page with after_id and before_id, OpenAI's with
 	// after and before.
 	afterParam, beforeParam := "after", "before"
-	if apiOf(req.Path) == apiAnthropic {
+	if rt.api == apiAnthropic {
 		afterParam, beforeParam = "after_id", "before_id"
 	}
 	backwards := q.Has(beforeParam)
@@ -195,7 +195,7 @@ func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.T
 	)
 	for page := 0; page < pagesNeeded; page++ {
 		start := time.Now()
-		resp, err := s.send(r.Context(), rt.pin, rt.model, req)
+		resp, err := s.sendRoute(r.Context(), rt, req)
 		if err != nil {
 			rec.err = err.Error()
 			aerr := statusError(err)
@@ -245,7 +245,7 @@ func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.T
 			// In the model list only fine-tuned models are anyone's own;
 			// the upstream's base models are every tenant's.
 			shared := kind == "model" && !objects.IsFineTuned(p.IDs[i])
-			if shared || (o != nil && o.Tenant == t.ID) {
+			if shared || (o != nil && o.Tenant == t.ID && objects.IsAPI(rt.api, o.API())) {
 				items, ids = append(items, p.Items[i]), append(ids, p.IDs[i])
 			}
 		}

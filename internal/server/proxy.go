@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,9 +28,14 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errMethodNotAllowed)
 		return
 	}
-	rel, ok := proxyPath(r)
-	if !ok {
-		writeError(w, errInvalidRequest("The path must not contain '..', '//' or encoded slashes and dots.", ""))
+	rel, aerr := checkPath(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	api := apiOfRequest(r)
+	if api == apiAnthropic && !anthropicServes(rel) {
+		writeError(w, errNoAnthropicEndpoint)
 		return
 	}
 	if compressed(r) {
@@ -37,7 +43,15 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, _ := tenant.FromContext(r.Context())
-	acc := objects.Route(r.Method, rel)
+	// A model named in the path (GET /v1/models/{model}) is held to the
+	// allow-list like a body's: one the tenant may not use is not found,
+	// as it is absent from the tenant's list.
+	pathModel := modelOfPath(rel)
+	if pathModel != "" && !t.Allows(pathModel) {
+		writeError(w, errModelNotFound(pathModel))
+		return
+	}
+	acc := objects.RouteFor(api, r.Method, rel)
 	req := upstream.Request{
 		Method:   r.Method,
 		Path:     rel,
@@ -45,7 +59,7 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		Header:   r.Header,
 	}
 	var found objects.Body
-	model := "" // what routing reads: a JSON body's model, else any upstream of the API
+	model := pathModel // what routing reads: the path's or a JSON body's model, else any upstream of the API
 	if streamsUpload(r, rel) {
 		// File bytes are relayed as they arrive; the query string is
 		// still checked.
@@ -78,7 +92,9 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		// Routing reads the body's model (the outer model: a proxied call
 		// goes only to an upstream that serves it); the allow-list check
 		// has already read it for a tenant with one.
-		if model = checked; model == "" {
+		if checked != "" {
+			model = checked
+		} else if model == "" {
 			model = bodyModel(body)
 		}
 		if len(body) > 0 || r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
@@ -91,9 +107,9 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	rt := route{pin: pin, model: model}
+	rt := route{pin: pin, api: api, model: model}
 	if acc.Op == objects.List && pin == "" {
-		rt.pin = s.up.Primary(apiOf(rel)) // every page of a list from one upstream
+		rt.pin = s.up.Primary(api) // every page of a list from one upstream
 	}
 	if acc.Op == objects.Create && acc.Kind == "batch" {
 		if aerr := s.checkBatchInput(r.Context(), t, rt, req.Body); aerr != nil {
@@ -138,28 +154,93 @@ func compressed(r *http.Request) bool {
 	return false
 }
 
-// proxyPath returns the request's path below /v1, refusing any path that
-// could step outside the upstream's base path once a proxy in front of the
-// upstream normalises it: dot segments, empty segments and their
-// percent-encoded forms.
+// modelOfPath is the model a path below /v1 names (/models/{model}), ""
+// for any other path.
+func modelOfPath(rel string) string {
+	if len(rel) <= len("/models/") || !strings.EqualFold(rel[:len("/models/")], "/models/") {
+		return ""
+	}
+	return strings.TrimSuffix(rel[len("/models/"):], "/")
+}
+
+func errModelNotFound(model string) *apiError {
+	return clientError(http.StatusNotFound, "model_not_found", "The model "+strconv.Quote(model)+" does not exist or you do not have access to it.").withParam("model")
+}
+
+var (
+	errPathParams = errInvalidRequest("The path must not contain ';': no API Corral serves has path parameters, and upstreams read them differently.", "")
+	errBadPath    = errInvalidRequest("The path must not contain '..', '//', backslashes, or percent-escapes of anything but letters, digits and the punctuation SDKs escape in ids (such as ':' and '@'): an encoded slash, dot, percent sign or control character reads differently to different servers.", "")
+)
+
+// proxyPath returns the request's path below /v1, or false when checkPath
+// refuses it.
 func proxyPath(r *http.Request) (string, bool) {
+	rel, aerr := checkPath(r)
+	return rel, aerr == nil
+}
+
+// checkPath returns the request's path below /v1 as the upstream will see
+// it (decoded: the upstream client escapes it again), refusing any path
+// that does not decode to one meaning for every server on the way: dot
+// segments, empty segments, backslashes, path parameters (';': "..;x" is
+// ".." and "files;x" is "files" to servers that strip them), and escapes
+// of anything but the characters an SDK escapes in an id (an encoded
+// slash, dot, percent sign or control character).
+func checkPath(r *http.Request) (string, *apiError) {
+	if strings.Contains(r.URL.Path, ";") {
+		return "", errPathParams
+	}
 	raw := r.URL.EscapedPath()
-	low := strings.ToLower(raw)
-	if strings.Contains(raw, "//") || strings.Contains(low, "%2e") || strings.Contains(low, "%2f") || strings.Contains(low, "%5c") ||
-		strings.Contains(raw, "\\") {
-		return "", false
+	if !plainEscapes(raw) || strings.Contains(raw, "//") || strings.Contains(raw, "\\") {
+		return "", errBadPath
 	}
 	for seg := range strings.SplitSeq(r.URL.Path, "/") {
-		// "..;x" is ".." to servers that strip path parameters (Tomcat,
-		// Spring, some proxies).
-		if seg, _, _ = strings.Cut(seg, ";"); seg == "." || seg == ".." {
-			return "", false
+		if seg == "." || seg == ".." {
+			return "", errBadPath
 		}
 	}
 	if path.Clean(r.URL.Path) != strings.TrimSuffix(r.URL.Path, "/") || !strings.HasPrefix(r.URL.Path, "/v1/") {
-		return "", false
+		return "", errBadPath
 	}
-	return strings.TrimPrefix(r.URL.Path, "/v1"), true
+	return strings.TrimPrefix(r.URL.Path, "/v1"), nil
+}
+
+// plainEscapes reports whether every percent-escape in the escaped path
+// raw is well formed and spells a character that means the same encoded or
+// not: a letter, a digit, or one of - _ ~ ! $ & ' ( ) * + , = : @ (what
+// encodeURIComponent and url.PathEscape escape in an id or a model name,
+// such as the colons of "ft:gpt-4o-mini:org::id"). Such a path routes as
+// its decoded form.
+func plainEscapes(raw string) bool {
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '%' {
+			continue
+		}
+		if i+2 >= len(raw) || unhex(raw[i+1]) < 0 || unhex(raw[i+2]) < 0 {
+			return false
+		}
+		c := byte(unhex(raw[i+1])<<4 | unhex(raw[i+2]))
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("-_~!$&'()*+,=:@", c) >= 0:
+		default:
+			return false
+		}
+		i += 2
+	}
+	return true
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
 }
 
 // forward calls the upstream with the client's context (a client that
@@ -185,7 +266,7 @@ func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, rt route, r
 func (s *Server) forwardCall(w http.ResponseWriter, r *http.Request, rt route, req upstream.Request) (resp *http.Response, finish func()) {
 	rec := recordFrom(r.Context())
 	start := time.Now()
-	resp, err := s.send(r.Context(), rt.pin, rt.model, req)
+	resp, err := s.sendRoute(r.Context(), rt, req)
 	if err != nil {
 		rec.upstreamMS = msSince(start)
 		rec.err = err.Error()

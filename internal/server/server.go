@@ -270,8 +270,16 @@ func New(o Options) (*Server, error) {
 // keep the tenant they resolved.
 func (s *Server) SetTenants(r *tenant.Registry) { s.tenants.Store(r) }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. A path is routed as the upstream will
+// see it: one whose escapes spell only characters that mean the same
+// encoded or not (/v1/chat/%63ompletions) is routed decoded, so it is the
+// cached endpoint it names, with its limits, cache and coalescing; any
+// other escaped path keeps its raw form, which only the proxy route
+// matches, and the proxy refuses it (checkPath).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.RawPath != "" && plainEscapes(r.URL.RawPath) {
+		r = decoded(r)
+	}
 	if r.Method == http.MethodPost && r.URL.RawPath == "" {
 		if h, ok := s.direct[r.URL.Path]; ok {
 			h.ServeHTTP(w, r)
@@ -279,6 +287,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.handler.ServeHTTP(w, r)
+}
+
+// decoded is r with its path's escaped form dropped: the router then
+// matches the decoded path.
+func decoded(r *http.Request) *http.Request {
+	c := r.WithContext(r.Context())
+	u := *r.URL
+	u.RawPath = ""
+	c.URL = &u
+	return c
 }
 
 // chain wraps h in mws, the first outermost, as chi's Use does.

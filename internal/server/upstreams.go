@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/corralhq/corral/internal/failover"
+	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/upstream"
 )
 
@@ -23,13 +24,16 @@ type Upstreams interface {
 
 var _ Upstreams = (*failover.Router)(nil)
 
-// APIs a request may be routed to.
+// APIs a request may be routed to, named as the upstreams file names them
+// and as ownership records know them.
 const (
-	apiOpenAI    = "openai"
-	apiAnthropic = "anthropic"
+	apiOpenAI    = objects.OpenAI
+	apiAnthropic = objects.Anthropic
 )
 
-// apiOf is the API a path below /v1 belongs to.
+// apiOf is the API a path below /v1 belongs to by the path alone: the
+// cached endpoints' and the calls made for them. A proxied request's API
+// is apiOfRequest's.
 func apiOf(path string) string {
 	if path == "/messages" || strings.HasPrefix(path, "/messages/") {
 		return apiAnthropic
@@ -38,15 +42,25 @@ func apiOf(path string) string {
 }
 
 // route is where one forwarded request goes: pin names the upstream that
-// holds an object the request names ("" = none), model is what routing by
+// holds an object the request names ("" = none), api the API whose
+// upstreams serve it ("" = the path's, apiOf), model is what routing by
 // API and model reads ("" = any upstream of the API).
-type route struct{ pin, model string }
+type route struct{ pin, api, model string }
 
-// send routes one upstream call: to pinned when the request names an
-// object held there, else by API and model.
+// send routes one upstream call of the path's API: to pinned when the
+// request names an object held there, else by API and model.
 func (s *Server) send(ctx context.Context, pinned, model string, req upstream.Request) (*http.Response, error) {
-	if pinned != "" {
-		return s.up.DoAt(ctx, pinned, req)
+	return s.sendRoute(ctx, route{pin: pinned, model: model}, req)
+}
+
+// sendRoute routes one upstream call where rt says.
+func (s *Server) sendRoute(ctx context.Context, rt route, req upstream.Request) (*http.Response, error) {
+	if rt.pin != "" {
+		return s.up.DoAt(ctx, rt.pin, req)
 	}
-	return s.up.Do(ctx, apiOf(req.Path), model, req)
+	api := rt.api
+	if api == "" {
+		api = apiOf(req.Path)
+	}
+	return s.up.Do(ctx, api, rt.model, req)
 }

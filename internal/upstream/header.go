@@ -15,7 +15,10 @@ var hopByHop = []string{
 // requestDeny are client headers that never go upstream: the client's own
 // credentials in every style a tenant may send them (Corral sends its own), Corral's request controls, and
 // headers the transport sets itself. OpenAI-Organization and
-// OpenAI-Project belong to the client's account, not to Corral's key.
+// OpenAI-Project belong to the client's account, not to Corral's key. The
+// method-override headers would make an upstream (or a framework in front
+// of it) run another method than the one Corral checked: a POST /files
+// that lists every tenant's files as a GET.
 var requestDeny = map[string]bool{
 	"Authorization":       true,
 	"Api-Key":             true,
@@ -27,6 +30,10 @@ var requestDeny = map[string]bool{
 	"Cache-Control":       true,
 	"Openai-Organization": true,
 	"Openai-Project":      true,
+	// Method overrides, as frameworks read them.
+	"X-Http-Method-Override": true,
+	"X-Http-Method":          true,
+	"X-Method-Override":      true,
 }
 
 // forwardHeader copies the client's headers that are safe to send upstream.

@@ -36,6 +36,22 @@ func TestForwardHeader(t *testing.T) {
 	}
 }
 
+// TestForwardHeaderDropsMethodOverrides: an upstream that honours a
+// method override would run a method Corral never checked (a POST that
+// lists as a GET), so no spelling of one is forwarded.
+func TestForwardHeaderDropsMethodOverrides(t *testing.T) {
+	src := http.Header{}
+	for _, k := range []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override", "x-http-method-override"} {
+		src.Add(k, "GET")
+	}
+	src.Set("Content-Type", "multipart/form-data")
+	dst := http.Header{}
+	forwardHeader(dst, src)
+	if len(dst) != 1 || dst.Get("Content-Type") == "" {
+		t.Errorf("forwarded %v; want Content-Type only", dst)
+	}
+}
+
 func TestCopyResponseHeader(t *testing.T) {
 	src := http.Header{"Content-Type": {"application/json"}, "Content-Length": {"5"}, "X-Ratelimit-Remaining-Requests": {"1"},
 		"Set-Cookie": {"a=b"}, "Openai-Processing-Ms": {"12"}, "Transfer-Encoding": {"chunked"},
