@@ -111,6 +111,10 @@ type Request struct {
 	// never retried: its bytes cannot be read twice.
 	Stream        io.Reader
 	ContentLength int64
+	// Tenant is whose call this is. It is never sent: the failover router
+	// reads it, so that one tenant's slow requests timing out do not
+	// count against an upstream every tenant shares.
+	Tenant string
 }
 
 // Do sends req and returns the upstream response with its body open; the
