@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/corralhq/corral/internal/failover"
+	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 )
 
@@ -19,6 +20,8 @@ type Upstreams interface {
 	Names() []string
 	// Primary names the first upstream of an API by priority.
 	Primary(api string) string
+	// CanTake reports whether Do would find an upstream for a model now.
+	CanTake(api, model string) bool
 }
 
 var _ Upstreams = (*failover.Router)(nil)
@@ -42,9 +45,23 @@ func apiOf(path string) string {
 // API and model reads ("" = any upstream of the API).
 type route struct{ pin, model string }
 
+// canTake reports whether a call routed to rt on endpoint's API would
+// find an upstream to take it now. A pinned call always may (it bypasses
+// the circuits).
+func (s *Server) canTake(endpoint string, rt route) bool {
+	return rt.pin != "" || s.up.CanTake(apiOf(endpoint), rt.model)
+}
+
 // send routes one upstream call: to pinned when the request names an
-// object held there, else by API and model.
+// object held there, else by API and model. A call that does not say
+// whose it is is the requesting tenant's: the router needs to know, so
+// that one tenant's timeouts are not taken for an upstream's illness.
 func (s *Server) send(ctx context.Context, pinned, model string, req upstream.Request) (*http.Response, error) {
+	if req.Tenant == "" {
+		if t, ok := tenant.FromContext(ctx); ok {
+			req.Tenant = t.ID
+		}
+	}
 	if pinned != "" {
 		return s.up.DoAt(ctx, pinned, req)
 	}
