@@ -218,12 +218,14 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		so.Metrics.EnableRedis()
 		// One breaker for every Redis user of this instance (the flight
 		// layer, the cache, the rate limiter): one outage, one log line,
-		// one gauge. Its background probe notices Redis is back even when
-		// no request comes.
+		// one gauge. Its background probe (a PING a second, up or down)
+		// keeps /readyz current within 3 s even when no request comes.
 		health := breaker.New(breaker.Options{
-			Logger:   log,
-			OnChange: so.Metrics.RedisUp,
-			Probe:    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+			Logger:        log,
+			OnChange:      so.Metrics.RedisUp,
+			Probe:         func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+			ProbeInterval: time.Second,
+			ProbeTimeout:  500 * time.Millisecond,
 		})
 		gw.closers = append(gw.closers, runOwned(health.Run))
 		parts := redisflight.New(rdb, redisflight.Options{LockTTL: cfg.LockTTL, Logger: log, Health: health})
