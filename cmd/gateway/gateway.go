@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,17 +103,26 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 			},
 		})
 	}
+	var allowed []string // the tenants' allow-lists, for the metrics' model label
 	loadRegistry := func() (*tenant.Registry, error) {
 		specs, err := tenantSpecs(cfg)
 		if err != nil {
 			return nil, err
+		}
+		var models []string
+		for _, sp := range specs {
+			models = append(models, sp.Policy.Models...)
 		}
 		// Checked on every reload too: a reload must not bring in what a
 		// start would refuse.
 		if err := refuseDemoKey(cfg, specs); err != nil {
 			return nil, err
 		}
-		return tenant.NewRegistry(append(specs, extra...))
+		reg, err := tenant.NewRegistry(append(specs, extra...))
+		if err == nil {
+			allowed = models
+		}
+		return reg, err
 	}
 	reg, err := loadRegistry()
 	if err != nil {
@@ -160,6 +170,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	if err != nil {
 		return nil, err
 	}
+	m.KnownModels(knownModels(router, allowed))
 	if o.CheckUpstream && cfg.UpstreamsFile == "" {
 		up, err := upstream.New(upstream.Options{BaseURL: cfg.UpstreamURL, APIKey: cfg.UpstreamAPIKey, Timeout: cfg.UpstreamTimeout})
 		if err != nil {
@@ -203,6 +214,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 			if set != nil {
 				router.Swap(set)
 			}
+			m.KnownModels(knownModels(router, allowed))
 			return reg, nil
 		}
 	}
@@ -218,12 +230,14 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		so.Metrics.EnableRedis()
 		// One breaker for every Redis user of this instance (the flight
 		// layer, the cache, the rate limiter): one outage, one log line,
-		// one gauge. Its background probe notices Redis is back even when
-		// no request comes.
+		// one gauge. Its background probe (a PING a second, up or down)
+		// keeps /readyz current within 3 s even when no request comes.
 		health := breaker.New(breaker.Options{
-			Logger:   log,
-			OnChange: so.Metrics.RedisUp,
-			Probe:    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+			Logger:        log,
+			OnChange:      so.Metrics.RedisUp,
+			Probe:         func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+			ProbeInterval: time.Second,
+			ProbeTimeout:  500 * time.Millisecond,
 		})
 		gw.closers = append(gw.closers, runOwned(health.Run))
 		parts := redisflight.New(rdb, redisflight.Options{LockTTL: cfg.LockTTL, Logger: log, Health: health})
@@ -294,6 +308,18 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 // noTenantsWarning is logged at start and on every reload, and shown in
 // /readyz, while the tenants file lists no tenant.
 const noTenantsWarning = "tenants file lists no tenants: every request will be refused with 401"
+
+// knownModels are the model names the operator configured: the upstreams'
+// models entries and the tenants' allow-lists (allowed). The metrics label
+// them by name whoever sends them; the rest of what clients send is
+// bounded per tenant.
+func knownModels(r *failover.Router, allowed []string) []string {
+	out := slices.Clone(allowed)
+	for _, mb := range r.Current().Pool.Members() {
+		out = append(out, mb.Models...)
+	}
+	return out
+}
 
 // runOwned runs loop in a goroutine until the returned stop is called;
 // stop waits for it to return.

@@ -163,3 +163,53 @@ func TestEmptyTenantsFile(t *testing.T) {
 		t.Errorf("after adding a tenant: /readyz %d %s, %d warnings; want tenants 1, no warning, still 2", code, body, warnings())
 	}
 }
+
+// TestIdleReadyzFollowsRedis: an instance no request reaches reports a
+// Redis that died, and one that came back, in /readyz within 3 s, both
+// ways, through its background probe: for a Redis killed (connections
+// refused) and for one hung (SIGSTOP: connections accepted, nothing
+// answered).
+func TestIdleReadyzFollowsRedis(t *testing.T) {
+	rs := redistest.Start(t)
+	if !rs.Stoppable() {
+		t.Skip("needs a redis-server the test controls")
+	}
+	mock := serveMock(t, mockllm.Options{})
+	gw := mustGateway(t,
+		"CORRAL_REDIS_URL="+rs.URL(),
+		"CORRAL_UPSTREAM_URL="+mock.URL+"/v1",
+		"CORRAL_TENANTS_FILE="+writeTenantsFile(t, tenantYAML("acme", tenant.HashKey("sk-idle"))))
+	srv := serveGateway(t, gw)
+	redisState := func() string {
+		resp, err := http.Get(srv.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		s, _ := v["redis"].(string)
+		return s
+	}
+	// within polls /readyz, as an orchestrator's probe would, until it says
+	// want; 3 s is the bound /readyz promises.
+	within := func(what, want string) {
+		t.Helper()
+		start := time.Now()
+		for got := redisState(); got != want; got = redisState() {
+			if time.Since(start) > 3*time.Second {
+				t.Fatalf("%s: /readyz still says redis %q after 3s; want %q", what, got, want)
+			}
+			time.Sleep(20 * time.Millisecond) // the poll's own pace, not a synchronisation
+		}
+	}
+	within("at start", "ok")
+	rs.Stop()
+	within("Redis killed", "unreachable")
+	rs.Restart()
+	within("Redis restarted", "ok")
+	rs.Pause()
+	within("Redis hung", "unreachable")
+	rs.Resume()
+	within("Redis resumed", "ok")
+}

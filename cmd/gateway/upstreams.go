@@ -30,7 +30,7 @@ func upstreamSet(cfg config.Config, getenv func(string) (string, bool)) (*failov
 		if u.Timeout.Duration > 0 {
 			timeout = u.Timeout.Duration
 		}
-		c, err := upstream.New(upstream.Options{BaseURL: u.URL, APIKey: u.APIKey, Auth: u.Auth, Headers: u.Headers, Timeout: timeout})
+		c, err := upstream.New(upstream.Options{BaseURL: u.URL, APIKey: u.APIKey, Auth: u.Auth, Headers: u.Headers, Timeout: timeout, ForwardBaggage: cfg.ForwardBaggage})
 		if err != nil {
 			return nil, nil, fmt.Errorf("upstreams file %s: %s: %w", cfg.UpstreamsFile, u.Name, err)
 		}
@@ -47,7 +47,7 @@ func newRouter(cfg config.Config, getenv func(string) (string, bool), m *metrics
 	opts := failover.Options{Timeout: cfg.UpstreamTimeout, Observer: m, Tracer: tracer}
 	if demo {
 		// The mock model speaks both APIs: one upstream for each.
-		up, err := upstream.New(upstream.Options{BaseURL: cfg.UpstreamURL, Timeout: cfg.UpstreamTimeout})
+		up, err := upstream.New(upstream.Options{BaseURL: cfg.UpstreamURL, Timeout: cfg.UpstreamTimeout, ForwardBaggage: cfg.ForwardBaggage})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -56,7 +56,7 @@ func newRouter(cfg config.Config, getenv func(string) (string, bool), m *metrics
 		return failover.New(&failover.Set{Pool: pool.New(ms, pool.Options{}), Clients: map[string]failover.Doer{"mock": up, "mock-anthropic": up}}, opts), nil, nil
 	}
 	if cfg.UpstreamsFile == "" {
-		up, err := upstream.New(upstream.Options{BaseURL: cfg.UpstreamURL, APIKey: cfg.UpstreamAPIKey, Timeout: cfg.UpstreamTimeout})
+		up, err := upstream.New(upstream.Options{BaseURL: cfg.UpstreamURL, APIKey: cfg.UpstreamAPIKey, Timeout: cfg.UpstreamTimeout, ForwardBaggage: cfg.ForwardBaggage})
 		if err != nil {
 			return nil, nil, err
 		}

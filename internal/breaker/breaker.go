@@ -5,9 +5,10 @@
 //
 // While Redis is down, one caller per backoff probes it and everyone else
 // goes straight to the in-process path instead of each paying a timeout.
-// Run adds a background probe, so an idle instance notices Redis is back
-// (in /readyz and corral_redis_up) within its probe interval rather than
-// at the next request. The shape is caddy's two-method passive health
+// Run adds a background probe, up or down, so an idle instance notices
+// Redis has gone, and that it is back (in /readyz and corral_redis_up),
+// within a probe interval and a few probe timeouts rather than at the
+// next request. The shape is caddy's two-method passive health
 // check: Allow before a call, Record after it.
 package breaker
 
@@ -37,9 +38,10 @@ type Options struct {
 	OnChange func(up bool)
 	// Probe asks Redis whether it answers (a PING); used by Run.
 	Probe func(ctx context.Context) error
-	// ProbeInterval is how often Run probes while Redis is down. Default
-	// Backoff.
+	// ProbeInterval is how often Run probes. Default Backoff.
 	ProbeInterval time.Duration
+	// ProbeTimeout bounds one probe. Default 500ms (at most ProbeInterval).
+	ProbeTimeout time.Duration
 }
 
 // Breaker is Redis's health as the whole instance sees it. A nil *Breaker
@@ -66,6 +68,10 @@ func New(o Options) *Breaker {
 	if o.ProbeInterval <= 0 {
 		o.ProbeInterval = o.Backoff
 	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = 500 * time.Millisecond
+	}
+	o.ProbeTimeout = min(o.ProbeTimeout, o.ProbeInterval)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -147,9 +153,16 @@ func (b *Breaker) changedLocked(up bool) {
 	}
 }
 
-// Run probes Redis every ProbeInterval while it is down, until ctx ends;
-// the caller owns the goroutine that runs it. Without a Probe it returns
-// at once.
+// Run probes Redis every ProbeInterval until ctx ends; the caller owns
+// the goroutine that runs it. Without a Probe it returns at once.
+//
+// It probes while Redis is up too: an idle instance has no request to
+// notice an outage, and /readyz must not say "ok" for a Redis that died.
+// A failed probe while up is confirmed at once, up to TripAfter probes in
+// a row, rather than one per interval: TripAfter still keeps one slow
+// reply from sending the instance into degraded mode, and an outage is
+// seen within an interval and TripAfter probe timeouts (1s + 3 × 500ms
+// by default) instead of TripAfter intervals.
 func (b *Breaker) Run(ctx context.Context) {
 	if b == nil || b.o.Probe == nil {
 		return
@@ -162,15 +175,23 @@ func (b *Breaker) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		if b.Healthy() {
-			continue // nothing to probe: requests report on Redis themselves
+		for range b.o.TripAfter {
+			up := b.Healthy()
+			err := b.probe(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			b.Record(err)
+			if err == nil || !up || !b.Healthy() {
+				break // answered, or a probe of a Redis already down, or tripped
+			}
 		}
-		pctx, cancel := context.WithTimeout(ctx, b.o.ProbeInterval)
-		err := b.o.Probe(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		b.Record(err)
 	}
+}
+
+// probe runs one Probe under ProbeTimeout.
+func (b *Breaker) probe(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, b.o.ProbeTimeout)
+	defer cancel()
+	return b.o.Probe(pctx)
 }

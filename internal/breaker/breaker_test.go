@@ -107,3 +107,51 @@ func TestRunWithoutProbe(t *testing.T) {
 		t.Error("a nil breaker is not healthy")
 	}
 }
+
+// TestRunProbesWhileUp: an idle instance notices Redis has gone through
+// the background probe too, confirming a failed probe at once (TripAfter
+// probes in a row) rather than one probe per interval; a lone failure
+// followed by an answer does not trip it.
+func TestRunProbesWhileUp(t *testing.T) {
+	probes := make(chan chan error)
+	changes := make(chan bool, 4)
+	b := New(Options{
+		TripAfter:     3,
+		ProbeInterval: time.Millisecond,
+		OnChange:      func(up bool) { changes <- up },
+		Probe: func(ctx context.Context) error {
+			answer := make(chan error)
+			select {
+			case probes <- answer:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return <-answer
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	(<-probes) <- errors.New("one slow reply")
+	(<-probes) <- nil
+	if !b.Healthy() {
+		t.Fatal("one failed probe tripped the breaker")
+	}
+	for range 3 {
+		(<-probes) <- errors.New("connection refused")
+	}
+	if up := <-changes; up || b.Healthy() {
+		t.Fatal("three failed probes in a row did not mark Redis down")
+	}
+	(<-probes) <- nil
+	if up := <-changes; !up || !b.Healthy() {
+		t.Fatal("a successful probe did not bring Redis back")
+	}
+}

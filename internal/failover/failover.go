@@ -146,7 +146,7 @@ func (r *Router) Do(ctx context.Context, api, model string, req upstream.Request
 		start := time.Now()
 		actx, span := r.attempt(ctx, m, model, req, tried)
 		resp, err := set.Clients[m.Name].Do(actx, req)
-		outcome := r.judge(set.Pool, m, resp, err)
+		outcome := r.judge(set.Pool, m, pool.Call{Tenant: req.Tenant}, resp, err)
 		if r.obs != nil {
 			r.obs.Attempt(m.Name, outcome, time.Since(start))
 		}
@@ -177,7 +177,8 @@ func (r *Router) Do(ctx context.Context, api, model string, req upstream.Request
 
 // DoAt sends req to the upstream called name only: a follow-up on an
 // object goes to the upstream that holds it, whatever its health (no
-// other has the object). The outcome still feeds its health.
+// other has the object). A failure still feeds its health; a success
+// does not close its open circuit (only a probe does).
 func (r *Router) DoAt(ctx context.Context, name string, req upstream.Request) (*http.Response, error) {
 	set := r.set.Load()
 	c, ok := set.Clients[name]
@@ -189,7 +190,7 @@ func (r *Router) DoAt(ctx context.Context, name string, req upstream.Request) (*
 	start := time.Now()
 	actx, span := r.attempt(ctx, m, "", req, 1)
 	resp, err := c.Do(actx, req)
-	outcome := r.judge(set.Pool, m, resp, err)
+	outcome := r.judge(set.Pool, m, pool.Call{Tenant: req.Tenant, Pinned: true}, resp, err)
 	if r.obs != nil {
 		r.obs.Attempt(m.Name, outcome, time.Since(start))
 	}
@@ -217,6 +218,14 @@ func Single(name, api string, c Doer, o Options) *Router {
 	return New(&Set{Pool: pool.New([]*pool.Member{m}, pool.Options{}), Clients: map[string]Doer{name: c}}, o)
 }
 
+// CanTake reports whether a call for model on api (Do) would find an
+// upstream to take it now. The server asks before it charges a tenant's
+// tokens/min: a call no upstream can take is answered with Corral's 503,
+// which costs the tenant nothing. It is a moment's view: Do decides.
+func (r *Router) CanTake(api, model string) bool {
+	return r.set.Load().Pool.CanTake(api, model)
+}
+
 // Primary names the first upstream of api by priority (configured order
 // among equals): where lists of stored objects are read, so pages follow
 // one another on one upstream.
@@ -241,40 +250,41 @@ func (r *Router) Names() []string {
 	return out
 }
 
-// judge feeds one attempt's outcome to m's health and names it for
-// metrics: "answer", "retry" (a status that fails over), "cooldown" (a
-// 429 that said when to retry), "error", "timeout" or "canceled".
-func (r *Router) judge(p *pool.Pool, m *pool.Member, resp *http.Response, err error) string {
+// judge feeds one attempt's outcome to m's health (c says whose call it
+// was and whether it was pinned) and names it for metrics: "answer",
+// "retry" (a status that fails over), "cooldown" (a 429 that said when to
+// retry), "error", "timeout" or "canceled".
+func (r *Router) judge(p *pool.Pool, m *pool.Member, c pool.Call, resp *http.Response, err error) string {
 	if !r.passive {
 		p = nil // name the outcome, record nothing
+	}
+	record := func(o pool.Outcome, name string) string {
+		c.Outcome = o
+		p.Record(m, c)
+		return name
 	}
 	if err != nil {
 		switch upstream.KindOf(err) {
 		case upstream.Canceled:
-			p.Record(m, pool.Abandoned)
-			return "canceled"
+			return record(pool.Abandoned, "canceled")
 		case upstream.Timeout:
-			p.Record(m, pool.Failure)
-			return "timeout"
+			// Perhaps only this request is slow: the pool counts it once
+			// other tenants' calls time out too.
+			return record(pool.Timeout, "timeout")
 		}
-		p.Record(m, pool.Failure)
-		return "error"
+		return record(pool.Failure, "error")
 	}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
 		if d, ok := retryAfter(resp.Header, r.now()); ok {
-			p.Record(m, pool.Abandoned) // frees a probe slot; a cooldown is not a failure
 			p.CoolDown(m, d)
-			return "cooldown"
+			return record(pool.Abandoned, "cooldown") // frees a probe slot; a cooldown is not a failure
 		}
-		p.Record(m, pool.Failure)
-		return "retry"
+		return record(pool.Failure, "retry")
 	case Trigger(m.API, resp.StatusCode):
-		p.Record(m, pool.Failure)
-		return "retry"
+		return record(pool.Failure, "retry")
 	}
-	p.Record(m, pool.Success)
-	return "answer"
+	return record(pool.Success, "answer")
 }
 
 // Trigger reports whether status from an upstream of api moves a request

@@ -2,13 +2,14 @@
 // their names, help texts and label sets can be read (and kept bounded)
 // together. Labels are tenant ids (bounded by the tenants file), endpoints,
 // cache statuses, outcomes and model names; model names come from clients,
-// so they pass through a bounded guard. Keys, prompts and free-form text
+// so they pass through a guard bounded per tenant and in all. Keys, prompts and free-form text
 // never become labels.
 package metrics
 
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -148,7 +149,7 @@ func New() *Metrics {
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "corral_inflight_streams", Help: "Event streams open to clients.",
 		}),
-		models: newGuard(maxModels),
+		models: newGuard(modelsPerTenant, maxModelSeries),
 	}
 	m.reg.MustRegister(m.requests, m.requestSeconds, m.upstreamCalls, m.upstreamSeconds, m.coalescedWait,
 		m.lockTakeovers, m.refreshes, m.rateLimited, m.tokens, m.tokensSaved, m.inflight, m.streams,
@@ -210,7 +211,7 @@ func (m *Metrics) Upstream(tenant, model, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.upstreamCalls.WithLabelValues(tenant, m.models.label(model), outcome).Inc()
+	m.upstreamCalls.WithLabelValues(tenant, m.models.label(tenant, model), outcome).Inc()
 	m.upstreamSeconds.WithLabelValues(outcome).Observe(d.Seconds())
 }
 
@@ -258,7 +259,7 @@ func (m *Metrics) Tokens(tenant, model string, prompt, completion int) {
 	if m == nil || prompt+completion == 0 {
 		return
 	}
-	label := m.models.label(model)
+	label := m.models.label(tenant, model)
 	m.tokens.WithLabelValues(tenant, label, "prompt").Add(float64(prompt))
 	m.tokens.WithLabelValues(tenant, label, "completion").Add(float64(completion))
 }
@@ -302,34 +303,85 @@ func (m *Metrics) Streams(delta float64) {
 	}
 }
 
-// maxModels bounds the model label's values per process.
-const maxModels = 200
+// Bounds of the model label. Model names come from clients; each tenant
+// has its own budget of names, so one tenant's junk cannot use up the
+// others', and the whole label has a cap of series.
+const (
+	// modelsPerTenant is how many distinct names one tenant's series may
+	// carry; its later names are "other".
+	modelsPerTenant = 50
+	// maxModelSeries caps the (tenant, name) pairs in all, whatever the
+	// number of tenants.
+	maxModelSeries = 2000
+)
 
-// guard passes through the first max distinct values of a label and maps
-// any later one to "other", so a client sending random model names cannot
-// grow the series count without bound.
+// guard maps a tenant's model name to its label: the name itself while the
+// tenant's budget and the global cap allow, "other" beyond. Configured
+// names (KnownModels: the upstreams' exact model names, the tenants'
+// allow-lists) are always their own label and use no budget: they are
+// bounded by the operator's files, not by what clients send.
 type guard struct {
-	max  int
-	mu   sync.Mutex // protects seen
-	seen map[string]struct{}
+	perTenant, max int
+
+	mu    sync.Mutex                     // protects the fields below
+	known map[string]bool                // configured names
+	seen  map[string]map[string]struct{} // tenant → the client names it was given
+	total int                            // pairs in seen
 }
 
-func newGuard(max int) *guard { return &guard{max: max, seen: make(map[string]struct{})} }
+func newGuard(perTenant, max int) *guard {
+	return &guard{perTenant: perTenant, max: max, seen: make(map[string]map[string]struct{})}
+}
 
-func (g *guard) label(v string) string {
+func (g *guard) label(tenant, v string) string {
 	if v == "" {
 		return "none"
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if _, ok := g.seen[v]; ok {
-		return v
-	}
-	if len(g.seen) >= g.max || len(v) > 128 {
+	if len(v) > 128 {
 		return "other"
 	}
-	g.seen[v] = struct{}{}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.known[v] {
+		return v
+	}
+	names := g.seen[tenant]
+	if _, ok := names[v]; ok {
+		return v
+	}
+	if len(names) >= g.perTenant || g.total >= g.max {
+		return "other"
+	}
+	if names == nil {
+		names = make(map[string]struct{})
+		g.seen[tenant] = names
+	}
+	names[v] = struct{}{}
+	g.total++
 	return v
+}
+
+// setKnown replaces the configured names.
+func (g *guard) setKnown(names []string) {
+	known := make(map[string]bool, len(names))
+	for _, n := range names {
+		if n != "" && len(n) <= 128 && !strings.ContainsAny(n, "*?[\\") {
+			known[n] = true // a glob names no one model
+		}
+	}
+	g.mu.Lock()
+	g.known = known
+	g.mu.Unlock()
+}
+
+// KnownModels sets the model names the operator configured (the upstreams'
+// models entries that are no globs, the tenants' allow-lists): they are
+// always labelled by name and use no tenant's budget. Called at start and
+// on every reload.
+func (m *Metrics) KnownModels(names []string) {
+	if m != nil {
+		m.models.setKnown(names)
+	}
 }
 
 // The accessors below expose single series for tests that read values.

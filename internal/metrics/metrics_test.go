@@ -12,18 +12,59 @@ import (
 )
 
 func TestGuardBoundsModelLabels(t *testing.T) {
-	g := newGuard(3)
+	g := newGuard(3, 100)
 	for i := range 10 {
-		g.label(fmt.Sprintf("model-%d", i))
+		g.label("a", fmt.Sprintf("model-%d", i))
 	}
-	if got := g.label("model-1"); got != "model-1" {
+	if got := g.label("a", "model-1"); got != "model-1" {
 		t.Errorf("known value = %q", got)
 	}
-	if got := g.label("model-9"); got != "other" {
+	if got := g.label("a", "model-9"); got != "other" {
 		t.Errorf("value past the bound = %q; want other", got)
 	}
-	if got := g.label(""); got != "none" {
+	if got := g.label("a", ""); got != "none" {
 		t.Errorf("empty = %q", got)
+	}
+}
+
+// One tenant's junk model names use up that tenant's budget only: another
+// tenant's first real model is still labelled by its name, and so is every
+// configured name, whoever sends it.
+func TestOneTenantsModelNamesLeaveOthersTheirLabels(t *testing.T) {
+	m := New()
+	m.KnownModels([]string{"gpt-4o-mini", "gpt-4o*"})
+	for i := range 200 {
+		m.Upstream("junk", fmt.Sprintf("junk-%d", i), "answer", time.Millisecond)
+	}
+	m.Upstream("b", "llama-3-70b", "answer", time.Millisecond)
+	m.Upstream("junk", "gpt-4o-mini", "answer", time.Millisecond)
+	for _, tt := range []struct{ tenant, model string }{{"b", "llama-3-70b"}, {"junk", "gpt-4o-mini"}, {"junk", "other"}} {
+		if got := testutil.ToFloat64(m.UpstreamCounter(tt.tenant, tt.model, "answer")); got == 0 {
+			t.Errorf("no series for tenant %s, model %s", tt.tenant, tt.model)
+		}
+	}
+	if got := testutil.ToFloat64(m.UpstreamCounter("junk", "other", "answer")); got != 200-modelsPerTenant {
+		t.Errorf("junk's names past its budget: %v as other; want %d", got, 200-modelsPerTenant)
+	}
+	if got := testutil.ToFloat64(m.UpstreamCounter("junk", "gpt-4o*", "answer")); got != 0 {
+		t.Error("a glob became a known name")
+	}
+}
+
+// 10,000 distinct names, from one tenant or from many, keep the model
+// label's series bounded.
+func TestModelSeriesStayBounded(t *testing.T) {
+	m := New()
+	for i := range 10000 {
+		m.Tokens(fmt.Sprintf("tenant-%d", i%500), fmt.Sprintf("model-%d", i), 1, 1)
+	}
+	for i := range 10000 {
+		m.Tokens("one", fmt.Sprintf("one-%d", i), 1, 1)
+	}
+	n := testutil.CollectAndCount(m.tokens)
+	// Two series (prompt, completion) per pair, plus "other" per tenant.
+	if limit := 2 * (maxModelSeries + 501); n > limit {
+		t.Errorf("%d corral_tokens_total series after 20,000 distinct names; want at most %d", n, limit)
 	}
 }
 

@@ -4,6 +4,14 @@
 // cooldown after a 429 that said when to come back, a circuit that opens
 // after consecutive failures and lets one probe through when it half-opens).
 //
+// The upstreams are shared by every tenant, so one tenant must not be able
+// to hold a circuit open for all the others. A connection error, a 5xx or
+// a 429 without Retry-After is the upstream's doing and counts toward the
+// circuit whoever sent the call. A timeout may be the request's own doing
+// (a long generation, a huge max_tokens): timeouts count only once they
+// are not all one tenant's since the last success, so one tenant's slow
+// requests cost that tenant its own time and nobody else an open circuit.
+//
 // It decides and remembers; it does not call anyone. The failover loop
 // that walks the candidates lives with the upstream client. Health is
 // each instance's own passive view: nothing here talks to Redis or to
@@ -44,10 +52,41 @@ type Member struct {
 	Weight int
 
 	mu       sync.Mutex // protects the health fields below
-	failures int        // consecutive failures
+	run      run        // the failures since the last success (or since the circuit opened)
 	openTill time.Time  // circuit open until then (zero: closed)
 	probing  bool       // a half-open probe is in flight
 	coolTill time.Time  // cooling down until then
+}
+
+// run is the evidence against a member since its last success, or since
+// its circuit last opened (a half-open circuit is judged afresh).
+type run struct {
+	failures int    // connection errors, 5xx, 429s without Retry-After: always counted
+	timeouts int    // timeouts: counted only once mixed
+	tenant   string // the tenant of the run's timeouts while they are all one tenant's
+	mixed    bool   // the run's timeouts are not all one tenant's
+}
+
+// counted is how many of the run's failures count toward the circuit.
+func (r run) counted() int {
+	if r.mixed {
+		return r.failures + r.timeouts
+	}
+	return r.failures
+}
+
+// timedOut adds a timeout of tenant's call to the run. A call whose
+// tenant is unknown ("") may be anyone's, so its timeout counts.
+func (r *run) timedOut(tenant string) {
+	switch {
+	case tenant == "":
+		r.mixed = true
+	case r.timeouts == 0:
+		r.tenant = tenant
+	case tenant != r.tenant:
+		r.mixed = true
+	}
+	r.timeouts++
 }
 
 // Serves reports whether m serves model on api. A request that names no
@@ -110,9 +149,13 @@ type Outcome int
 const (
 	// Success: an answer (any status that is not a failover trigger).
 	Success Outcome = iota
-	// Failure: a connection error, a timeout before headers, 500, 502,
-	// 503, 504, 529, or a 429 without Retry-After.
+	// Failure: a connection error, 500, 502, 503, 504, 529, or a 429
+	// without Retry-After: the upstream's doing, whoever called.
 	Failure
+	// Timeout: no headers within the call's time. The upstream may be ill,
+	// or the request merely long: it counts only alongside other tenants'
+	// timeouts (see the package doc).
+	Timeout
 	// Abandoned: the call ended for a reason that says nothing about the
 	// upstream (the client left); a probe slot is freed, nothing counted.
 	Abandoned
@@ -213,6 +256,19 @@ func (p *Pool) Candidates(api, model string) (out []*Member, matched bool) {
 	return out, matched
 }
 
+// CanTake reports whether a call for model on api would find a member to
+// take it now: false when none serves the model, or every one that does
+// is cooling down or has its circuit open.
+func (p *Pool) CanTake(api, model string) bool {
+	now := p.now()
+	for _, m := range p.members {
+		if m.Serves(api, model) && m.available(now) {
+			return true
+		}
+	}
+	return false
+}
+
 // available reports whether m could take a call now.
 func (m *Member) available(now time.Time) bool {
 	m.mu.Lock()
@@ -249,26 +305,55 @@ func (p *Pool) Acquire(m *Member) bool {
 	return ok
 }
 
-// Record notes the outcome of a call to m that Acquire admitted. A
-// success closes the circuit; FailuresToOpen failures in a row (or a
-// failed probe) open it for OpenFor.
-func (p *Pool) Record(m *Member, o Outcome) {
+// Call is what one call to a member tells its health.
+type Call struct {
+	Outcome Outcome
+	// Tenant is whose call it was: timeouts that are all one tenant's do
+	// not open the circuit. "" (unknown) counts as anyone's.
+	Tenant string
+	// Pinned: the call went to m by name, past Acquire (a follow-up on an
+	// object only m holds). It holds no probe slot, and its success does
+	// not close an open or half-open circuit: only the probe does, so a
+	// stream of follow-ups cannot reopen an upstream to every request.
+	Pinned bool
+}
+
+// Record notes the outcome of a call to m: one that Acquire admitted, or a
+// pinned one. A success closes the circuit; FailuresToOpen counted
+// failures in a row open it for OpenFor, and so does a failed probe whose
+// failure counts (a probe's lone timeout only frees the probe slot, unless
+// another tenant's timed out since the circuit opened).
+func (p *Pool) Record(m *Member, c Call) {
 	if p == nil {
 		return
 	}
 	now := p.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	wasProbe := m.probing
-	m.probing = false
-	switch o {
+	wasProbe := false
+	if !c.Pinned {
+		wasProbe = m.probing
+		m.probing = false
+	}
+	switch c.Outcome {
 	case Success:
-		m.failures, m.openTill = 0, time.Time{}
-	case Failure:
-		m.failures++
-		if wasProbe || m.failures >= FailuresToOpen {
-			m.openTill = now.Add(OpenFor)
+		if c.Pinned && !m.openTill.IsZero() {
+			return
 		}
+		m.run, m.openTill = run{}, time.Time{}
+		return
+	case Failure:
+		m.run.failures++
+	case Timeout:
+		m.run.timedOut(c.Tenant)
+		if !m.run.mixed {
+			return
+		}
+	default:
+		return
+	}
+	if wasProbe || m.run.counted() >= FailuresToOpen {
+		m.run, m.openTill = run{}, now.Add(OpenFor)
 	}
 }
 
@@ -303,10 +388,10 @@ func (p *Pool) Carry(old *Pool) {
 			continue
 		}
 		o.mu.Lock()
-		failures, openTill, coolTill := o.failures, o.openTill, o.coolTill
+		r, openTill, coolTill := o.run, o.openTill, o.coolTill
 		o.mu.Unlock()
 		m.mu.Lock()
-		m.failures, m.openTill, m.coolTill = failures, openTill, coolTill
+		m.run, m.openTill, m.coolTill = r, openTill, coolTill
 		m.mu.Unlock()
 	}
 }

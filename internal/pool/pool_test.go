@@ -80,7 +80,7 @@ func TestCircuitOpensAndProbes(t *testing.T) {
 		if !p.Acquire(m) {
 			t.Fatalf("failure %d: refused before the circuit opened", i)
 		}
-		p.Record(m, Failure)
+		p.Record(m, Call{Outcome: Failure})
 	}
 	if got, _ := p.Candidates("openai", "m"); len(got) != 0 || m.State(c.now()) != Open {
 		t.Fatalf("after %d failures: candidates %v state %v; want none, open", FailuresToOpen, names(got), m.State(c.now()))
@@ -99,7 +99,7 @@ func TestCircuitOpensAndProbes(t *testing.T) {
 	if p.Acquire(m) {
 		t.Fatal("a second probe was admitted while the first is out")
 	}
-	p.Record(m, Failure) // the probe failed: open again
+	p.Record(m, Call{Outcome: Failure}) // the probe failed: open again
 	if m.State(c.now()) != Open {
 		t.Fatalf("after a failed probe: %v; want open", m.State(c.now()))
 	}
@@ -107,16 +107,103 @@ func TestCircuitOpensAndProbes(t *testing.T) {
 	if !p.Acquire(m) {
 		t.Fatal("second probe refused")
 	}
-	p.Record(m, Success)
+	p.Record(m, Call{Outcome: Success})
 	if m.State(c.now()) != Closed {
 		t.Fatalf("after a good probe: %v; want closed", m.State(c.now()))
 	}
 	// One failure after closing does not reopen it.
 	p.Acquire(m)
-	p.Record(m, Failure)
+	p.Record(m, Call{Outcome: Failure})
 	if m.State(c.now()) != Closed {
 		t.Fatalf("one failure after closing: %v", m.State(c.now()))
 	}
+}
+
+// One tenant's slow requests, timing out one after another, are that
+// tenant's own: they never open the circuit for the others. Once another
+// tenant's call times out too, or a failure only the upstream causes
+// comes, the timeouts count.
+func TestTimeoutsOfOneTenantDoNotOpenTheCircuit(t *testing.T) {
+	tests := []struct {
+		name string
+		give []Call
+		want State
+	}{
+		{"one tenant's timeouts", repeat(Call{Outcome: Timeout, Tenant: "slow"}, 50), Closed},
+		{"one tenant's timeouts and four failures", append(repeat(Call{Outcome: Timeout, Tenant: "slow"}, 50), repeat(Call{Outcome: Failure, Tenant: "slow"}, 4)...), Closed},
+		{"two tenants' timeouts", append(repeat(Call{Outcome: Timeout, Tenant: "slow"}, 4), Call{Outcome: Timeout, Tenant: "other"}), Open},
+		{"timeouts of unknown calls", repeat(Call{Outcome: Timeout}, FailuresToOpen), Open},
+		{"failures from one tenant", repeat(Call{Outcome: Failure, Tenant: "a"}, FailuresToOpen), Open},
+		{"failures from two tenants", append(repeat(Call{Outcome: Failure, Tenant: "a"}, 3), repeat(Call{Outcome: Failure, Tenant: "b"}, 2)...), Open},
+		{"a success between", append(append(repeat(Call{Outcome: Timeout, Tenant: "a"}, 4), Call{Outcome: Success, Tenant: "b"}), Call{Outcome: Timeout, Tenant: "b"}), Closed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &clock{t: time.Unix(1000, 0)}
+			m := &Member{Name: "a", API: "openai", Weight: 1}
+			p := New([]*Member{m}, Options{Now: c.now, Seed: 1})
+			for i, call := range tt.give {
+				if !p.Acquire(m) {
+					t.Fatalf("call %d refused", i)
+				}
+				p.Record(m, call)
+			}
+			if got := m.State(c.now()); got != tt.want {
+				t.Errorf("state %v; want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A half-open circuit is closed by its probe only: a pinned follow-up's
+// success (it bypasses the circuit) leaves it as it is, and a probe that
+// timed out for one tenant frees the slot for the next probe rather than
+// reopening the circuit.
+func TestOnlyTheProbeClosesTheCircuit(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	m := &Member{Name: "a", API: "openai", Weight: 1}
+	p := New([]*Member{m}, Options{Now: c.now, Seed: 1})
+	for range FailuresToOpen {
+		p.Acquire(m)
+		p.Record(m, Call{Outcome: Failure, Tenant: "a"})
+	}
+	p.Record(m, Call{Outcome: Success, Tenant: "b", Pinned: true})
+	if got := m.State(c.now()); got != Open {
+		t.Fatalf("after a pinned success: %v; want open", got)
+	}
+	c.advance(OpenFor)
+	if !p.Acquire(m) {
+		t.Fatal("the probe was refused")
+	}
+	p.Record(m, Call{Outcome: Success, Tenant: "b", Pinned: true}) // while the probe is out
+	if got := m.State(c.now()); got != HalfOpen || p.Acquire(m) {
+		t.Fatalf("a pinned success closed the circuit or freed the probe slot: %v", got)
+	}
+	p.Record(m, Call{Outcome: Timeout, Tenant: "slow"}) // the probe
+	if got := m.State(c.now()); got != HalfOpen {
+		t.Fatalf("after one tenant's probe timed out: %v; want still half-open", got)
+	}
+	if !p.Acquire(m) {
+		t.Fatal("the slot was not freed for the next probe")
+	}
+	p.Record(m, Call{Outcome: Timeout, Tenant: "other"})
+	if got := m.State(c.now()); got != Open {
+		t.Fatalf("after two tenants' probes timed out: %v; want open", got)
+	}
+	c.advance(OpenFor)
+	p.Acquire(m)
+	p.Record(m, Call{Outcome: Success, Tenant: "b"})
+	if got := m.State(c.now()); got != Closed {
+		t.Fatalf("after a good probe: %v; want closed", got)
+	}
+}
+
+func repeat(c Call, n int) []Call {
+	out := make([]Call, n)
+	for i := range out {
+		out[i] = c
+	}
+	return out
 }
 
 func TestAbandonedProbeFreesTheSlot(t *testing.T) {
@@ -125,11 +212,11 @@ func TestAbandonedProbeFreesTheSlot(t *testing.T) {
 	p := New([]*Member{m}, Options{Now: c.now, Seed: 1})
 	for range FailuresToOpen {
 		p.Acquire(m)
-		p.Record(m, Failure)
+		p.Record(m, Call{Outcome: Failure})
 	}
 	c.advance(OpenFor)
 	p.Acquire(m)
-	p.Record(m, Abandoned)
+	p.Record(m, Call{Outcome: Abandoned})
 	if !p.Acquire(m) {
 		t.Fatal("an abandoned probe kept the slot")
 	}
@@ -151,7 +238,7 @@ func TestCooldown(t *testing.T) {
 	if got, _ := p.Candidates("openai", "m"); len(got) != 2 || got[0] != a {
 		t.Fatalf("after the cooldown: %v; want [a b]", names(got))
 	}
-	if a.failures != 0 {
+	if a.run.counted() != 0 {
 		t.Fatal("a cooldown counted toward the circuit")
 	}
 }
@@ -161,7 +248,7 @@ func TestCarryKeepsHealthAcrossReload(t *testing.T) {
 	old := New([]*Member{{Name: "a", API: "openai", Weight: 1}}, Options{Now: c.now})
 	for range FailuresToOpen {
 		old.Acquire(old.members[0])
-		old.Record(old.members[0], Failure)
+		old.Record(old.members[0], Call{Outcome: Failure})
 	}
 	nu := New([]*Member{{Name: "a", API: "openai", Weight: 2}, {Name: "new", API: "openai", Weight: 1}}, Options{Now: c.now})
 	nu.Carry(old)

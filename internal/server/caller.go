@@ -32,7 +32,7 @@ const maxRejectBody = 64 << 10
 // sent instead, and no body is prepared again.
 func (c caller) Call(ctx context.Context, req *coalesce.Request) (*coalesce.Response, error) {
 	s := c.s
-	resp, err := s.send(ctx, req.Upstream, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: req.Body})
+	resp, err := s.send(ctx, req.Upstream, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: req.Body, Tenant: req.Tenant})
 	changed := req.Original != nil
 	if err == nil && changed && resp.StatusCode == http.StatusBadRequest {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRejectBody))
@@ -41,7 +41,7 @@ func (c caller) Call(ctx context.Context, req *coalesce.Request) (*coalesce.Resp
 			s.noSplice.Store(true)
 			s.log.WarnContext(ctx, "the upstream rejects stream_options; streaming answers will be stored without usage")
 			changed = false
-			resp, err = s.send(ctx, req.Upstream, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: req.Original})
+			resp, err = s.send(ctx, req.Upstream, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: req.Original, Tenant: req.Tenant})
 		} else {
 			resp.Body = io.NopCloser(bytes.NewReader(body)) // another 400: answer it as it came
 		}

@@ -174,7 +174,9 @@ func storedKind(endpoint string) string {
 
 // serveBypass forwards a request that may not be cached or coalesced.
 func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
-	if c.t.TokensPerMinute > 0 {
+	// A call no upstream can take now is answered 503 upstream_unavailable
+	// and costs no tokens.
+	if c.t.TokensPerMinute > 0 && s.canTake(c.endpoint, c.route()) {
 		res, aerr := s.takeTokens(r.Context(), c.t, ratelimit.Tokens, c.t.TokensPerMinute, c.facts.Estimate)
 		ratelimit.SetHeaders(w.Header(), ratelimit.Tokens.Suffix(), res)
 		if aerr != nil {
@@ -294,7 +296,7 @@ func (s *Server) joinFlight(r *http.Request, c *call, req *coalesce.Request, spa
 			}
 		}
 		if c.t.TokensPerMinute > 0 {
-			tokens = &tenantTokens{s: s, t: c.t, estimate: c.facts.Estimate}
+			tokens = &tenantTokens{s: s, t: c.t, estimate: c.facts.Estimate, canTake: func() bool { return s.canTake(c.endpoint, c.route()) }}
 			req.Tokens = tokens
 		}
 		return req
@@ -356,11 +358,11 @@ func (s *Server) serveResult(w http.ResponseWriter, r *http.Request, c *call, f 
 		switch {
 		case errors.As(err, &pe):
 			s.log.ErrorContext(r.Context(), "flight panicked", "panic", pe.Value, "stack", string(pe.Stack))
-		case aerr.Status == http.StatusTooManyRequests, aerr == errNoUpstreamForModel:
+		case aerr.Status == http.StatusTooManyRequests, aerr == errNoUpstreamForModel, aerr == errNoUpstreamAvailable:
 			// Corral's own refusal (tokens/min, tenant_concurrency_exceeded,
-			// a model no upstream serves; an upstream 429 is an entry) is no
-			// answer: it carries no X-Corral-Cache and is not counted as a
-			// cache outcome.
+			// a model no upstream serves or none can take now; an upstream
+			// 429 is an entry) is no answer: it carries no X-Corral-Cache
+			// and is not counted as a cache outcome.
 			rec.cache = ""
 		default:
 			setCacheHeaders(w.Header(), rec.cache, nil, false, c.ctl, s.now())

@@ -271,7 +271,7 @@ func (s *Server) forwardCall(w http.ResponseWriter, r *http.Request, rt route, r
 		rec.upstreamMS = msSince(start)
 		rec.err = err.Error()
 		aerr := statusError(err)
-		if aerr == errNoUpstreamForModel {
+		if aerr == errNoUpstreamForModel || aerr == errNoUpstreamAvailable {
 			// Corral's refusal, not an answer: no cache status, no
 			// upstream call counted.
 			rec.cache = ""

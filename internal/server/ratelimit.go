@@ -86,13 +86,22 @@ type tenantTokens struct {
 	s        *Server
 	t        *tenant.Tenant
 	estimate int
+	// canTake reports whether an upstream can take the call now; when none
+	// can, the flight ends in 503 upstream_unavailable, which costs the
+	// tenant nothing, so nothing is taken.
+	canTake func() bool
 
-	taken bool // set by the flight before it streams or ends
-	res   ratelimit.Result
+	taken   bool // set by the flight before it streams or ends
+	skipped bool // nothing was taken: no upstream could take the call
+	res     ratelimit.Result
 }
 
 // Take implements coalesce.Tokens.
 func (tt *tenantTokens) Take(ctx context.Context) error {
+	if tt.canTake != nil && !tt.canTake() {
+		tt.skipped = true
+		return nil
+	}
 	res, aerr := tt.s.takeTokens(ctx, tt.t, ratelimit.Tokens, tt.t.TokensPerMinute, tt.estimate)
 	tt.taken, tt.res = true, res
 	if aerr != nil {
@@ -101,8 +110,14 @@ func (tt *tenantTokens) Take(ctx context.Context) error {
 	return nil
 }
 
-// Charge implements coalesce.Tokens.
+// Charge implements coalesce.Tokens. A call that found an upstream after
+// all, though none could take it when the estimate would have been taken,
+// is charged its whole usage.
 func (tt *tenantTokens) Charge(ctx context.Context, actual int) {
+	if tt.skipped {
+		tt.s.chargeActual(ctx, tt.t, 0, actual)
+		return
+	}
 	tt.s.chargeActual(ctx, tt.t, tt.estimate, actual)
 }
 

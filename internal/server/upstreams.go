@@ -7,6 +7,7 @@ import (
 
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/objects"
+	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 )
 
@@ -20,6 +21,8 @@ type Upstreams interface {
 	Names() []string
 	// Primary names the first upstream of an API by priority.
 	Primary(api string) string
+	// CanTake reports whether Do would find an upstream for a model now.
+	CanTake(api, model string) bool
 }
 
 var _ Upstreams = (*failover.Router)(nil)
@@ -47,14 +50,35 @@ func apiOf(path string) string {
 // API and model reads ("" = any upstream of the API).
 type route struct{ pin, api, model string }
 
+// canTake reports whether a call routed to rt on endpoint's API would
+// find an upstream to take it now. A pinned call always may (it bypasses
+// the circuits).
+func (s *Server) canTake(endpoint string, rt route) bool {
+	if rt.pin != "" {
+		return true
+	}
+	api := rt.api
+	if api == "" {
+		api = apiOf(endpoint)
+	}
+	return s.up.CanTake(api, rt.model)
+}
+
 // send routes one upstream call of the path's API: to pinned when the
 // request names an object held there, else by API and model.
 func (s *Server) send(ctx context.Context, pinned, model string, req upstream.Request) (*http.Response, error) {
 	return s.sendRoute(ctx, route{pin: pinned, model: model}, req)
 }
 
-// sendRoute routes one upstream call where rt says.
+// sendRoute routes one upstream call where rt says. A call that does not
+// say whose it is is the requesting tenant's: the router needs to know,
+// so that one tenant's timeouts are not taken for an upstream's illness.
 func (s *Server) sendRoute(ctx context.Context, rt route, req upstream.Request) (*http.Response, error) {
+	if req.Tenant == "" {
+		if t, ok := tenant.FromContext(ctx); ok {
+			req.Tenant = t.ID
+		}
+	}
 	if rt.pin != "" {
 		return s.up.DoAt(ctx, rt.pin, req)
 	}

@@ -41,6 +41,11 @@ type Options struct {
 	Timeout time.Duration
 	// Transport overrides the tuned default transport (tests).
 	Transport http.RoundTripper
+	// ForwardBaggage sends a client's W3C baggage header on
+	// (CORRAL_FORWARD_BAGGAGE). Default false: baggage is whatever the
+	// client wrote, often user or account data, and the upstreams are
+	// shared third parties.
+	ForwardBaggage bool
 }
 
 // Client calls the upstream. It is safe for concurrent use.
@@ -51,6 +56,8 @@ type Client struct {
 	extra    http.Header
 	timeout  time.Duration
 	hc       *http.Client
+	baggage  bool                          // forward the client's baggage
+	prop     propagation.TextMapPropagator // what an attempt's span context is sent as
 }
 
 // New returns a client for opts.
@@ -60,7 +67,10 @@ func New(opts Options) (*Client, error) {
 		return nil, fmt.Errorf("upstream: base URL %q must be an http(s) URL", redact.URL(opts.BaseURL))
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
-	c := &Client{base: u, timeout: opts.Timeout}
+	c := &Client{base: u, timeout: opts.Timeout, baggage: opts.ForwardBaggage, prop: propagation.TraceContext{}}
+	if c.baggage {
+		c.prop = telemetry.Propagator
+	}
 	if c.timeout <= 0 {
 		c.timeout = 120 * time.Second
 	}
@@ -111,6 +121,10 @@ type Request struct {
 	// never retried: its bytes cannot be read twice.
 	Stream        io.Reader
 	ContentLength int64
+	// Tenant is whose call this is. It is never sent: the failover router
+	// reads it, so that one tenant's slow requests timing out do not
+	// count against an upstream every tenant shares.
+	Tenant string
 }
 
 // Do sends req and returns the upstream response with its body open; the
@@ -162,7 +176,7 @@ func (c *Client) send(ctx context.Context, req Request) (*http.Response, error) 
 	if req.Stream != nil {
 		hreq.ContentLength = req.ContentLength
 	}
-	forwardHeader(hreq.Header, req.Header)
+	forwardHeader(hreq.Header, req.Header, c.baggage)
 	for k, vv := range c.extra {
 		hreq.Header[k] = vv
 	}
@@ -171,8 +185,10 @@ func (c *Client) send(ctx context.Context, req Request) (*http.Response, error) 
 	}
 	// The call's own span (failover's attempt), when traced, replaces the
 	// client's traceparent: the upstream's spans become the attempt's
-	// children. Untraced, the client's headers pass as they came.
-	telemetry.Propagator.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
+	// children. Untraced, the client's traceparent passes as it came.
+	// Baggage the server read from the client goes on only as
+	// ForwardBaggage says.
+	c.prop.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
 	return c.hc.Do(hreq)
 }
 

@@ -3,6 +3,8 @@ package upstream
 import (
 	"net/http"
 	"strings"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // hopByHop are the connection-level headers of RFC 9110 §7.6.1 that a
@@ -37,13 +39,40 @@ var requestDeny = map[string]bool{
 }
 
 // forwardHeader copies the client's headers that are safe to send upstream.
-func forwardHeader(dst, src http.Header) {
+// A tracestate goes only when it is valid W3C Trace Context, as its parsed
+// form; baggage only when baggage is set (Options.ForwardBaggage).
+func forwardHeader(dst, src http.Header, baggage bool) {
 	for k, vv := range src {
 		if requestDeny[k] || isHopByHop(src, k) || strings.HasPrefix(k, "X-Corral-") {
 			continue
 		}
+		switch k {
+		case "Tracestate":
+			if v, ok := validTraceState(vv); ok {
+				dst[k] = []string{v}
+			}
+			continue
+		case "Baggage":
+			if !baggage {
+				continue
+			}
+		}
 		dst[k] = vv
 	}
+}
+
+// validTraceState is the client's tracestate (its header lines are one
+// list, RFC 9110 §5.3) when it follows the W3C rules: at most 32
+// list-members key=value, keys and values of the allowed characters, no
+// key twice. Anything else is forwarded to nobody: an upstream's tracer
+// may reject the whole trace over it, and it is a free-form channel from a
+// client to a shared upstream.
+func validTraceState(vv []string) (string, bool) {
+	ts, err := trace.ParseTraceState(strings.Join(vv, ","))
+	if err != nil || ts.Len() == 0 {
+		return "", false
+	}
+	return ts.String(), true
 }
 
 // responseDeny are upstream response headers a client never sees: framing

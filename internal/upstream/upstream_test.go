@@ -20,7 +20,7 @@ func TestForwardHeader(t *testing.T) {
 	}
 	src.Set("Connection", "X-Drop-Me")
 	dst := http.Header{}
-	forwardHeader(dst, src)
+	forwardHeader(dst, src, false)
 	var got []string
 	for k := range dst {
 		got = append(got, k)
