@@ -14,14 +14,14 @@ func BenchmarkRefs(b *testing.B) {
 	withRefs := []byte(`{"model":"gpt-4o-mini","previous_response_id":"resp_abc","input":[{"role":"user","content":[{"type":"input_text","text":"` +
 		strings.Repeat("Summarise the attached notes. ", 16) + `"},{"type":"input_file","file_id":"file-123"}]}],"tools":[{"type":"file_search","vector_store_ids":["vs_1"]}]}`)
 	for _, bc := range []struct {
-		name string
-		body []byte
-	}{{"plain-chat", plain}, {"with-refs", withRefs}} {
+		name, path string
+		body       []byte
+	}{{"plain-chat", "/chat/completions", plain}, {"with-refs", "/responses", withRefs}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(bc.body)))
 			for b.Loop() {
-				if _, err := Refs("application/json", bc.body); err != nil {
+				if _, err := Refs(bc.path, "application/json", bc.body); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -12,8 +12,10 @@
 //
 //   - Route classifies a request path: does it create objects, list them,
 //     or act on one named by its id (route.go).
-//   - Refs finds every object id a request body names, at any depth, in
-//     JSON, form and multipart bodies (refs.go); Created finds the ids an
+//   - Refs finds every object id (and nested model) a request body names
+//     where its endpoint's schema puts them, in JSON, form and multipart
+//     bodies (refs.go, positions.go); BatchLine does the same for one line
+//     of a batch's input file; Created finds the ids an
 //     upstream answer created (created.go); FilterList keeps only the
 //     caller's objects in a list page (list.go).
 //   - Registry records and answers ownership over a Store: Redis in

@@ -2,7 +2,6 @@ package objects
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,28 +12,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 )
-
-// refFields are the body fields (lower case) whose values name stored
-// objects: a string, an array of strings, or an object with an "id". They
-// are matched at any depth and case-insensitively, because some upstream
-// decoders (Go's encoding/json among them) match keys that way.
-var refFields = map[string]bool{
-	"previous_response_id": true,
-	"response_id":          true,
-	"input_file_id":        true,
-	"file_id":              true,
-	"file_ids":             true,
-	"training_file":        true,
-	"validation_file":      true,
-	"conversation":         true,
-	"conversation_id":      true,
-	"vector_store_id":      true,
-	"vector_store_ids":     true,
-	"assistant_id":         true,
-	"thread_id":            true,
-	"container":            true,
-	"container_id":         true,
-}
 
 // StoreFlag is what a body's top-level "store" field says.
 type StoreFlag int
@@ -51,8 +28,13 @@ const (
 
 // Body is what Refs found in a request.
 type Body struct {
-	// IDs are the object ids the request names, in order, duplicates kept.
+	// IDs are the object ids the request names, duplicates kept:
+	// fine-tuned models among them (their job owner's).
 	IDs []string
+	// Models are the models the body names below its top level (a
+	// batch's requests, a realtime session, a grader), which the model
+	// allow-list covers as it covers the top-level one.
+	Models []string
 	// Store is the top-level "store" field of a JSON body.
 	Store StoreFlag
 	// Query is set when the body asks the upstream to select stored
@@ -60,15 +42,6 @@ type Body struct {
 	// stored completions or responses): the type it names. Such a query
 	// runs over every tenant's objects in the shared upstream account.
 	Query string
-}
-
-// querySources are the object types, by the key they are the value of,
-// that make an upstream read stored objects by filter: an eval run's
-// "source" of stored completions or stored responses, and an eval's
-// "data_source_config" over them.
-var querySources = map[string]map[string]bool{
-	"source":             {"stored_completions": true, "responses": true},
-	"data_source_config": {"stored_completions": true, "logs": true},
 }
 
 // ErrBody is returned for a body that cannot be read for references: it
@@ -87,13 +60,16 @@ var ErrTooMany = errors.New("objects: too many object references")
 // maxDepth bounds JSON nesting (encoding/json's own limit is 10,000).
 const maxDepth = 512
 
-// Refs returns the object ids a request body names. contentType is the
-// request's Content-Type. JSON bodies (any body whose first byte after an
-// optional BOM and white space is '{' or '[') are walked fully; form and
-// multipart bodies are read field by field (file parts are skipped).
-// Bodies that are neither and contain a NUL byte (UTF-16 or UTF-32 JSON,
-// which some parsers detect) are refused with ErrBody.
-func Refs(contentType string, body []byte) (Body, error) {
+// Refs returns the object ids a request body names. path is the request's
+// path below /v1 as the upstream will see it (percent-decoded), which
+// decides where a JSON body names objects (see positions.go);
+// contentType is the request's Content-Type. JSON bodies (any body whose
+// first byte after an optional BOM and white space is '{' or '[') are read
+// by their endpoint's schema; form and multipart bodies field by field
+// (file parts are skipped). Bodies that are neither and contain a NUL byte
+// (UTF-16 or UTF-32 JSON, which some parsers detect) are refused with
+// ErrBody.
+func Refs(path, contentType string, body []byte) (Body, error) {
 	if len(body) == 0 {
 		return Body{}, nil
 	}
@@ -104,12 +80,12 @@ func Refs(contentType string, body []byte) (Body, error) {
 		return Body{}, fmt.Errorf("%w: Content-Type: %v", ErrBody, err)
 	}
 	var out Body
-	// A body that looks like JSON is walked whatever its Content-Type
+	// A body that looks like JSON is read whatever its Content-Type
 	// says: many upstreams decode JSON without looking at it.
 	trimmed := bytes.TrimLeft(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")), " \t\r\n")
 	looksJSON := len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[')
-	if looksJSON && mayRefer(trimmed) {
-		if out, err = jsonRefs(trimmed); err != nil {
+	if sc := schemaFor(path); looksJSON && (sc.models || mayRefer(trimmed)) {
+		if out, err = jsonRefs(sc, trimmed); err != nil {
 			return Body{}, err
 		}
 	}
@@ -137,6 +113,30 @@ func Refs(contentType string, body []byte) (Body, error) {
 		return Body{}, fmt.Errorf("%w: not UTF-8", ErrBody)
 	}
 	return out, nil
+}
+
+// jsonRefs reads a JSON body by its endpoint's schema. The top-level
+// model of any body is read too: a fine-tuned model is its job owner's.
+func jsonRefs(sc schema, b []byte) (Body, error) {
+	root, store, err := parseTree(b)
+	if err != nil {
+		return Body{}, err
+	}
+	r := &reader{}
+	if root.kind == kindObject {
+		for _, m := range root.strings("model") {
+			if IsFineTuned(m) {
+				r.id(m)
+			}
+		}
+		sc.read(r, root)
+	} else {
+		generic.read(r, root) // no endpoint takes an array: read it all
+	}
+	if r.err != nil {
+		return Body{}, r.err
+	}
+	return Body{IDs: r.ids, Models: r.models, Store: store, Query: r.query}, nil
 }
 
 // IsFineTuned reports whether model names a fine-tuned model ("ft:..."),
@@ -310,156 +310,6 @@ func hasFold(b []byte, s string) bool {
 	return true
 }
 
-// frame is one open JSON object or array while walking a body.
-type frame struct {
-	array bool
-	key   string // objects: the member being read; lower case
-	field string // the reference field this container is the value of ("" when none)
-	typ   string // objects: their "type" member
-	id    string // objects: their "id" member
-	under string // the key this container is the value of (folded)
-}
-
-// jsonRefs walks a JSON body with encoding/json's tokenizer, which is
-// linear in the body's size, decodes escapes in keys, and keeps numbers as
-// text (UseNumber), so no input costs more than one pass.
-func jsonRefs(b []byte) (Body, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var out Body
-	var stack []frame
-	// skip > 0 while inside a value that is skipped whole (metadata, whose
-	// members are the caller's own strings and never references).
-	skip := 0
-	values := 0 // top-level values begun; a second one is trailing data
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			if len(stack) != 0 {
-				return Body{}, fmt.Errorf("%w: truncated JSON", ErrBody)
-			}
-			return out, nil
-		}
-		if err != nil {
-			return Body{}, fmt.Errorf("%w: %v", ErrBody, err)
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = &stack[len(stack)-1]
-		} else if values++; values > 1 {
-			return Body{}, fmt.Errorf("%w: data after the JSON value", ErrBody)
-		}
-		// A token in an object where a key is expected is a key.
-		if top != nil && !top.array && top.key == "" {
-			if d, ok := tok.(json.Delim); ok && d == '}' {
-				stack = stack[:len(stack)-1]
-				if skip > 0 {
-					skip--
-					continue
-				}
-				if out.IDs = closeObject(out.IDs, top); len(out.IDs) > MaxRefs {
-					return Body{}, ErrTooMany
-				}
-				if querySources[top.under][top.typ] {
-					out.Query = top.typ
-				}
-				continue
-			}
-			k, _ := tok.(string)
-			top.key = "\x00" + foldKey(k) // non-empty even for ""
-			continue
-		}
-		key := ""
-		if top != nil && !top.array {
-			key = top.key[1:]
-			top.key = ""
-		}
-		if skip > 0 {
-			if d, ok := tok.(json.Delim); ok {
-				switch d {
-				case '{', '[':
-					skip++
-					stack = append(stack, frame{array: d == '['})
-				case ']':
-					skip--
-					stack = stack[:len(stack)-1]
-				}
-			}
-			continue
-		}
-		// field is the reference field the current value belongs to: its
-		// own key, or the key of the array holding it.
-		field := ""
-		switch {
-		case top == nil:
-		case top.array:
-			field = top.field
-		case refFields[key]:
-			field = key
-		}
-		switch v := tok.(type) {
-		case json.Delim:
-			switch v {
-			case '{', '[':
-				if len(stack) >= maxDepth {
-					return Body{}, fmt.Errorf("%w: nested deeper than %d", ErrBody, maxDepth)
-				}
-				if key == "metadata" {
-					skip = 1
-					stack = append(stack, frame{array: v == '['})
-					continue
-				}
-				stack = append(stack, frame{array: v == '[', field: field, under: key})
-			case ']':
-				stack = stack[:len(stack)-1]
-			}
-		case string:
-			if top != nil && !top.array {
-				switch key {
-				case "type":
-					top.typ = v
-				case "id":
-					top.id = v
-				}
-			}
-			if field != "" && v != "" {
-				if out.IDs = append(out.IDs, v); len(out.IDs) > MaxRefs {
-					return Body{}, ErrTooMany
-				}
-			}
-			if len(stack) == 1 && key == "store" {
-				out.Store = StoreTrue // a string "false" is not false
-			}
-			if len(stack) == 1 && key == "model" && IsFineTuned(v) {
-				out.IDs = append(out.IDs, v) // a fine-tuned model is its job owner's
-			}
-		case bool:
-			if len(stack) == 1 && key == "store" && (v || out.Store == StoreTrue) {
-				out.Store = StoreTrue
-			} else if len(stack) == 1 && key == "store" {
-				out.Store = StoreFalse
-			}
-		default:
-			// A number is not false; a null after another value makes the
-			// upstream's default (or a true) the answer.
-			if len(stack) == 1 && key == "store" && (v != nil || out.Store != StoreAbsent) {
-				out.Store = StoreTrue
-			}
-		}
-	}
-}
-
-// closeObject adds the ids an object names as a whole: the "id" of an
-// object that is a reference field's value ("conversation": {"id": ...}),
-// of an item_reference input item, and of a file_id source (an eval run's
-// data source: {"type": "file_id", "id": "file-..."}).
-func closeObject(ids []string, f *frame) []string {
-	if f.id != "" && (f.field != "" || f.typ == "item_reference" || f.typ == "file_id") {
-		ids = append(ids, f.id)
-	}
-	return ids
-}
-
 // parseMediaType is mime.ParseMediaType with the common case of every
 // JSON request, a bare "application/json", answered without building the
 // parameter map.
@@ -468,4 +318,50 @@ func parseMediaType(v string) (string, map[string]string, error) {
 		return v, nil, nil
 	}
 	return mime.ParseMediaType(v)
+}
+
+// BatchLine returns what one line of a batch's input file names: the
+// object its url names (POST /v1/responses/{id}/... style), and the
+// objects and models of its body, read by the schema of its url (the
+// body's top-level model included: the upstream runs it). A line that is
+// not one JSON object is ErrBody. Every duplicate of url or body counts.
+func BatchLine(line []byte) (Body, error) {
+	root, _, err := parseTree(line)
+	if err != nil {
+		return Body{}, err
+	}
+	if root.kind != kindObject {
+		return Body{}, fmt.Errorf("%w: a batch line is not a JSON object", ErrBody)
+	}
+	r := &reader{}
+	urls := root.strings("url")
+	methods := root.strings("method")
+	if len(methods) == 0 {
+		methods = []string{"POST"}
+	}
+	for i, u := range urls {
+		u, _, _ = strings.Cut(strings.TrimPrefix(u, "/v1"), "?")
+		urls[i] = u
+		for _, m := range methods {
+			if acc := Route(strings.ToUpper(m), u); acc.Op == Object {
+				r.id(acc.ID)
+			}
+		}
+	}
+	for _, b := range root.all("body") {
+		if b.kind != kindObject {
+			continue
+		}
+		r.model(b, "model")
+		if len(urls) == 0 {
+			generic.read(r, b)
+		}
+		for _, u := range urls {
+			schemaFor(u).read(r, b)
+		}
+	}
+	if r.err != nil {
+		return Body{}, r.err
+	}
+	return Body{IDs: r.ids, Models: r.models, Query: r.query}, nil
 }

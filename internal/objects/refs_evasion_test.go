@@ -19,11 +19,11 @@ func TestRefsFoldsKeysLikeEncodingJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &up); err != nil || up.Prev != "resp_A" {
 		t.Fatalf("precondition: encoding/json reads %q (%v)", up.Prev, err)
 	}
-	got, err := Refs("application/json", []byte(body))
+	got, err := Refs("/responses", "application/json", []byte(body))
 	if err != nil || !slices.Contains(got.IDs, "resp_A") {
 		t.Errorf("Refs = %q, %v; want resp_A (the key folds to previous_response_id)", got.IDs, err)
 	}
-	st, err := Refs("application/json", []byte(`{"`+"\u017f"+`tore":true}`))
+	st, err := Refs("/responses", "application/json", []byte(`{"`+"\u017f"+`tore":true}`))
 	if err != nil || st.Store != StoreTrue {
 		t.Errorf("folded store = %d, %v; want StoreTrue", st.Store, err)
 	}
@@ -47,7 +47,7 @@ func TestRefsReadsEveryWayTheUpstreamMight(t *testing.T) {
 			"--XX\r\nContent-Disposition: form-data; name=\"file_id\"; filename=\"id.txt\"\r\n\r\nfile-A\r\n--XX--\r\n", "file-A"},
 	}
 	for _, tt := range tests {
-		got, err := Refs(tt.ct, []byte(tt.give))
+		got, err := Refs("/responses", tt.ct, []byte(tt.give))
 		if err != nil || !slices.Contains(got.IDs, tt.want) {
 			t.Errorf("%s: Refs = %q, %v; want %s among them", tt.name, got.IDs, err, tt.want)
 		}
@@ -56,11 +56,11 @@ func TestRefsReadsEveryWayTheUpstreamMight(t *testing.T) {
 		"multipart/form-data; boundary=XX; boundary=YY",
 		"application/x-www-form-urlencoded; charset=a; charset=b",
 	} {
-		if _, err := Refs(ct, []byte("previous_response_id=resp_A")); !errors.Is(err, ErrBody) {
+		if _, err := Refs("/responses", ct, []byte("previous_response_id=resp_A")); !errors.Is(err, ErrBody) {
 			t.Errorf("Content-Type %q: err = %v; want ErrBody", ct, err)
 		}
 	}
-	if got, _ := Refs("application/x-www-form-urlencoded", []byte(`metadata[file_id]=mine`)); len(got.IDs) != 0 {
+	if got, _ := Refs("/responses", "application/x-www-form-urlencoded", []byte(`metadata[file_id]=mine`)); len(got.IDs) != 0 {
 		t.Errorf("metadata form field = %q; want no refs", got.IDs)
 	}
 }
@@ -69,25 +69,28 @@ func TestRefsReadsEveryWayTheUpstreamMight(t *testing.T) {
 // stored responses selects objects by filter across the whole upstream
 // account, every tenant's included.
 func TestRefsFindsStoredObjectQueries(t *testing.T) {
-	for _, give := range []string{
-		`{"data_source":{"type":"completions","source":{"type":"stored_completions","limit":100}}}`,
-		`{"data_source":{"type":"responses","source":{"type":"responses","metadata":{"a":"b"}}}}`,
-		`{"name":"e","data_source_config":{"type":"stored_completions"},"testing_criteria":[]}`,
-		`{"data_source_config":{"type":"logs"}}`,
-		`{"data_source":{"type":"completions","Source":{"type":"stored_completions"}}}`,
+	for _, tt := range []struct{ path, give string }{
+		{"/evals/eval_1/runs", `{"data_source":{"type":"completions","source":{"type":"stored_completions","limit":100}}}`},
+		{"/evals/eval_1/runs", `{"data_source":{"type":"responses","source":{"type":"responses","metadata":{"a":"b"}}}}`},
+		{"/evals", `{"name":"e","data_source_config":{"type":"stored_completions"},"testing_criteria":[]}`},
+		{"/evals", `{"data_source_config":{"type":"logs"}}`},
+		{"/evals/eval_1/runs", `{"data_source":{"type":"completions","Source":{"type":"stored_completions"}}}`},
+		{"/some/new/api", `{"x":{"source":{"type":"stored_completions"}}}`},
 	} {
-		got, err := Refs("application/json", []byte(give))
+		got, err := Refs(tt.path, "application/json", []byte(tt.give))
 		if err != nil || got.Query == "" {
-			t.Errorf("%s: Query = %q, %v; want it found", give, got.Query, err)
+			t.Errorf("%s %s: Query = %q, %v; want it found", tt.path, tt.give, got.Query, err)
 		}
 	}
-	for _, give := range []string{
-		`{"data_source":{"type":"jsonl","source":{"type":"file_id","id":"file-1"}}}`,
-		`{"data_source_config":{"type":"custom","item_schema":{}}}`,
-		`{"messages":[{"role":"user","content":"source: stored_completions"}]}`,
+	for _, tt := range []struct{ path, give string }{
+		{"/evals/eval_1/runs", `{"data_source":{"type":"jsonl","source":{"type":"file_id","id":"file-1"}}}`},
+		{"/evals", `{"data_source_config":{"type":"custom","item_schema":{}}}`},
+		{"/chat/completions", `{"messages":[{"role":"user","content":"source: stored_completions"}]}`},
+		// A tool's input is the model's, whatever it looks like.
+		{"/messages", `{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"db","input":{"source":{"type":"responses"}}}]}]}`},
 	} {
-		if got, err := Refs("application/json", []byte(give)); err != nil || got.Query != "" {
-			t.Errorf("%s: Query = %q, %v; want none", give, got.Query, err)
+		if got, err := Refs(tt.path, "application/json", []byte(tt.give)); err != nil || got.Query != "" {
+			t.Errorf("%s %s: Query = %q, %v; want none", tt.path, tt.give, got.Query, err)
 		}
 	}
 }
@@ -96,7 +99,7 @@ func TestRefsFindsStoredObjectQueries(t *testing.T) {
 // refused as soon as the walk passes that many.
 func TestRefsStopsAtMaxRefs(t *testing.T) {
 	body := `{"file_ids":[` + strings.Repeat(`"f",`, MaxRefs) + `"f"]}`
-	if _, err := Refs("application/json", []byte(body)); !errors.Is(err, ErrTooMany) {
+	if _, err := Refs("/vector_stores", "application/json", []byte(body)); !errors.Is(err, ErrTooMany) {
 		t.Errorf("err = %v; want ErrTooMany", err)
 	}
 }
@@ -107,7 +110,7 @@ func TestRefsStopsAtMaxRefs(t *testing.T) {
 // lines in the run's output items.
 func TestRefsEvalFileSource(t *testing.T) {
 	body := `{"data_source":{"type":"jsonl","source":{"type":"file_id","id":"file-A"}}}`
-	got, err := Refs("application/json", []byte(body))
+	got, err := Refs("/evals/eval_1/runs", "application/json", []byte(body))
 	if err != nil || !slices.Contains(got.IDs, "file-A") {
 		t.Errorf("Refs = %q, %v; want file-A", got.IDs, err)
 	}

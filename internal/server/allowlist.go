@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/tenant"
 )
 
@@ -100,4 +101,19 @@ func multipartModel(body []byte, boundary string) (string, *apiError) {
 		}
 		model, seen = string(v), true
 	}
+}
+
+// checkNamedModels applies t's model allow-list to the models a body names
+// below its top level, where its endpoint's schema puts them (a Message
+// Batch's requests[*].params.model, a realtime session's model, a
+// grader's model, an eval run's data_source.model): each must be allowed,
+// as the top-level one must. Fine-tuned ones are also object references,
+// owned by their job's tenant (guardObjects checks that).
+func checkNamedModels(t *tenant.Tenant, found objects.Body) *apiError {
+	for _, m := range found.Models {
+		if !t.Allows(m) {
+			return errModelNotAllowed(m)
+		}
+	}
+	return nil
 }

@@ -102,7 +102,7 @@ func (s *Server) newCall(r *http.Request, rec *logRecord, format wire.Format, en
 	// completion with store: true creates one. Both are checked before
 	// anything is served or forwarded; answers with store: true are
 	// recorded for this tenant whichever way they are served.
-	found, aerr := objectRefs(r, body)
+	found, aerr := objectRefs(r, endpoint, body)
 	if aerr != nil {
 		return nil, aerr
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -65,7 +66,9 @@ func TestMessageBatchesStayTheirOwners(t *testing.T) {
 	h := newHarness(t, withAnthropic, func(o *harnessOptions) { o.wrapUpstream = fakeMessageBatches })
 	ctx := context.Background()
 	base := h.gw.URL + "/v1/messages/batches"
-	create := `{"requests":[{"custom_id":"a","params":{"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":"x"}]}}]}`
+	// A model both tenants may use: the limited tenant's allow-list
+	// covers every request's params.model.
+	create := `{"requests":[{"custom_id":"a","params":{"model":"gpt-4o-mini","max_tokens":5,"messages":[{"role":"user","content":"x"}]}}]}`
 	var mine []string
 	for i := range 3 {
 		key := acmeKey
@@ -110,7 +113,9 @@ func TestMessageBatchesListPagesWithAfterID(t *testing.T) {
 	h := newHarness(t, withAnthropic, func(o *harnessOptions) { o.wrapUpstream = fakeMessageBatches })
 	ctx := context.Background()
 	base := h.gw.URL + "/v1/messages/batches"
-	create := `{"requests":[{"custom_id":"a","params":{"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":"x"}]}}]}`
+	// A model both tenants may use: the limited tenant's allow-list
+	// covers every request's params.model.
+	create := `{"requests":[{"custom_id":"a","params":{"model":"gpt-4o-mini","max_tokens":5,"messages":[{"role":"user","content":"x"}]}}]}`
 	for i := range 5 {
 		key := acmeKey
 		if i >= 3 {
@@ -143,4 +148,45 @@ func getWith(ctx context.Context, url string, hdr ...string) (answer, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return answer{status: resp.StatusCode, header: resp.Header, body: string(b)}, err
+}
+
+// TestMessageBatchesCursorsAreTheCallers: after_id and before_id page a
+// list from an object; another tenant's batch as a cursor would tell
+// that it exists and where it sits, so it is 404 like the batch itself.
+func TestMessageBatchesCursorsAreTheCallers(t *testing.T) {
+	var forwarded atomic.Int32
+	h := newHarness(t, withAnthropic, func(o *harnessOptions) {
+		o.wrapUpstream = func(next http.Handler) http.Handler {
+			batches := fakeMessageBatches(next)
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				forwarded.Add(1)
+				batches.ServeHTTP(w, r)
+			})
+		}
+	})
+	ctx := context.Background()
+	base := h.gw.URL + "/v1/messages/batches"
+	create := `{"requests":[{"custom_id":"a","params":{"model":"gpt-4o-mini","max_tokens":5,"messages":[{"role":"user","content":"x"}]}}]}`
+	var ids []string
+	for _, key := range []string{acmeKey, limitedKey} {
+		a := postMessages(ctx, base, key, create)
+		var b struct{ ID string }
+		if a.status != 200 || json.Unmarshal([]byte(a.body), &b) != nil {
+			t.Fatalf("create: %d %s", a.status, a.body)
+		}
+		ids = append(ids, b.ID)
+	}
+	for _, q := range []string{"after_id", "before_id"} {
+		before := forwarded.Load()
+		a, _ := getWith(ctx, base+"?"+q+"="+ids[0], "X-Api-Key", limitedKey)
+		if a.status != http.StatusNotFound || !strings.Contains(a.body, `"not_found_error"`) {
+			t.Errorf("%s=acme's batch as limited = %d %s; want 404 not_found_error", q, a.status, a.body)
+		}
+		if forwarded.Load() != before {
+			t.Errorf("%s=acme's batch: forwarded", q)
+		}
+		if a, _ := getWith(ctx, base+"?"+q+"="+ids[1], "X-Api-Key", limitedKey); a.status != http.StatusOK {
+			t.Errorf("%s=its own batch = %d %s; want 200", q, a.status, a.body)
+		}
+	}
 }

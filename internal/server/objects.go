@@ -43,14 +43,15 @@ var (
 )
 
 // objectRefs finds the object ids a buffered request names in its body and
-// query string. A body that cannot be read for them is refused: an
+// query string; rel is its path below /v1, whose schema says where the
+// body names objects. A body that cannot be read for them is refused: an
 // upstream with a more lenient parser could read an id Corral did not.
-func objectRefs(r *http.Request, body []byte) (objects.Body, *apiError) {
+func objectRefs(r *http.Request, rel string, body []byte) (objects.Body, *apiError) {
 	if len(body) > 0 && len(r.Header["Content-Type"]) > 1 {
 		// Corral reads the first; an upstream may read the last.
 		return objects.Body{}, errInvalidRequest("Send one Content-Type header.", "")
 	}
-	found, err := objects.Refs(header(r.Header, "Content-Type"), body)
+	found, err := objects.Refs(rel, header(r.Header, "Content-Type"), body)
 	if errors.Is(err, objects.ErrTooMany) {
 		return objects.Body{}, errTooManyIDs
 	}
@@ -70,9 +71,11 @@ func objectRefs(r *http.Request, body []byte) (objects.Body, *apiError) {
 
 // queryRefs returns the ids a query string names. A query Go cannot
 // parse whole (a ';' separator, which some upstreams split on) is refused
-// rather than checked in part. On a list, the cursors (after, before)
-// must be the caller's own ids too: another tenant's id as a cursor would
-// tell whether it exists and where it sits.
+// rather than checked in part. On a list, the cursors (OpenAI's after and
+// before, Anthropic's after_id and before_id) must be the caller's own ids
+// too: another tenant's id as a cursor would tell whether it exists and
+// where it sits. The model list is everyone's, so there only a fine-tuned
+// model as a cursor is checked.
 func queryRefs(r *http.Request) ([]string, *apiError) {
 	if r.URL.RawQuery == "" {
 		return nil, nil
@@ -82,10 +85,14 @@ func queryRefs(r *http.Request) ([]string, *apiError) {
 		return nil, errInvalidRequest("The query string could not be read: separate parameters with '&' only.", "")
 	}
 	ids := objects.QueryRefs(q)
-	if rel, ok := proxyPath(r); ok && objects.Route(r.Method, rel).Op == objects.List {
-		for _, k := range []string{"after", "before"} {
+	rel, ok := proxyPath(r)
+	if !ok {
+		return ids, nil
+	}
+	if acc := objects.Route(r.Method, rel); acc.Op == objects.List {
+		for _, k := range listCursors {
 			for _, v := range q[k] {
-				if v != "" {
+				if v != "" && (acc.Kind != "model" || objects.IsFineTuned(v)) {
 					ids = append(ids, v)
 				}
 			}
@@ -93,6 +100,10 @@ func queryRefs(r *http.Request) ([]string, *apiError) {
 	}
 	return ids, nil
 }
+
+// listCursors are the query parameters with which lists page from an
+// object: OpenAI's and Anthropic's.
+var listCursors = []string{"after", "before", "after_id", "before_id"}
 
 // errStoredQuery refuses a request that would have the upstream select
 // stored objects by filter (an eval over stored completions or

@@ -85,7 +85,11 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 			writeError(w, aerr)
 			return
 		}
-		if found, aerr = objectRefs(r, body); aerr != nil {
+		if found, aerr = objectRefs(r, rel, body); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		if aerr := checkNamedModels(t, found); aerr != nil {
 			writeError(w, aerr)
 			return
 		}
@@ -111,9 +115,8 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 	if acc.Op == objects.List && pin == "" {
 		rt.pin = s.up.Primary(api) // every page of a list from one upstream
 	}
-	if acc.Op == objects.Create && acc.Kind == "batch" {
-		if aerr := s.checkBatchInput(r.Context(), t, rt, req.Body); aerr != nil {
-			writeError(w, aerr)
+	if acc.Op == objects.Create && (acc.Kind == "batch" || acc.Kind == "message_batch") {
+		if !s.admitBatch(w, r, t, rt, acc, req.Body) {
 			return
 		}
 	}

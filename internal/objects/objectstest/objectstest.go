@@ -73,6 +73,15 @@ func (s *Server) Direct(filename string) string {
 	return s.newFileLocked(filename, "user_data", []byte("made elsewhere")).id
 }
 
+// DirectContent creates a file with content straight at the upstream; a
+// test assigns it to a tenant to stand for a file uploaded through Corral
+// without sending its bytes twice.
+func (s *Server) DirectContent(filename, purpose string, content []byte) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newFileLocked(filename, purpose, content).id
+}
+
 // Handles reports whether path (below /v1) is one the fake serves.
 func Handles(path string) bool {
 	for _, p := range []string{"/files", "/batches", "/responses"} {
