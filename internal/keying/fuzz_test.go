@@ -208,9 +208,9 @@ func refFolds(root *refObject) error {
 func refDropped(root *refObject, key string) bool {
 	switch root.vals[key].(type) {
 	case nil:
-		return key == "stream" || key == "store" || key == "stream_options" || key == "metadata" || key == "user"
+		return key == "stream" || key == "stream_options" || key == "metadata" || key == "user"
 	case bool:
-		return key == "stream" || key == "store"
+		return key == "stream"
 	case *refObject:
 		return key == "metadata" || key == "stream_options" && root.vals["stream"] == true
 	case string:

@@ -38,14 +38,15 @@
 //     "prompt" and "input" are not trimmed: for completions and embeddings
 //     white space is part of the input;
 //   - the top-level fields the API's Policy names removed. OpenAI's policy
-//     (Parse's) removes stream, stream_options, user, metadata and store,
-//     so a streaming and a non-streaming request share one entry.
-//     They are removed only when their value has a type the API accepts
-//     (stream and store: boolean or null; metadata: object or null; user:
-//     string or null; stream_options: null, or an object when "stream" is
-//     true, since the API rejects stream_options without streaming). Any
-//     other value stays in the key, so a request the upstream rejects for
-//     that field does not share a (negative) cache entry with a valid one.
+//     (Parse's) removes stream, stream_options, user and metadata, so a
+//     streaming and a non-streaming request share one entry; store stays
+//     (a stored completion is not an unstored one). They are removed only
+//     when their value has a type the API accepts (stream: boolean or
+//     null; metadata: object or null; user: string or null;
+//     stream_options: null, or an object when "stream" is true, since the
+//     API rejects stream_options without streaming). Any other value stays
+//     in the key, so a request the upstream rejects for that field does not
+//     share a (negative) cache entry with a valid one.
 //
 // Everything else, at any depth, is part of the key, including array order,
 // null values (null is not the same as absent) and the type of a value ("1"
