@@ -19,11 +19,35 @@ var _ wire.Format = Format{}
 // EmbeddingsPath is the endpoint whose answers have no completion.
 const EmbeddingsPath = "/embeddings"
 
-// Parse implements wire.Format with keying's canonical form (its policy
-// drops stream, stream_options, user, metadata and store) and OpenAI's
-// token estimate.
+// ChatPolicy is the keying policy of chat completions: keying.OpenAI's
+// (stream, stream_options, user and metadata do not change the answer)
+// and the successors of user, prompt_cache_key (which upstream prompt
+// cache to try: a cost, not an answer) and safety_identifier (who the end
+// user is, for abuse detection). store stays in the key.
+var ChatPolicy = keying.NewPolicy(map[string]keying.Drop{
+	"stream":            {Always: keying.Bool | keying.Null},
+	"stream_options":    {Always: keying.Null, WhenStreaming: keying.Object},
+	"metadata":          {Always: keying.Object | keying.Null},
+	"user":              {Always: keying.String | keying.Null},
+	"prompt_cache_key":  {Always: keying.String | keying.Null},
+	"safety_identifier": {Always: keying.String | keying.Null},
+})
+
+// policy is endpoint's keying policy: legacy completions and embeddings
+// know neither prompt_cache_key nor safety_identifier, so there the
+// fields stay in the key (a body the upstream refuses for them does not
+// share an entry with a valid one).
+func policy(endpoint string) *keying.Policy {
+	if endpoint == ChatCompletionsPath {
+		return ChatPolicy
+	}
+	return keying.OpenAI
+}
+
+// Parse implements wire.Format with keying's canonical form under the
+// endpoint's policy and OpenAI's token estimate.
 func (Format) Parse(tenant, endpoint string, body []byte) (wire.Facts, error) {
-	r, err := keying.ParseWith(keying.OpenAI, tenant, endpoint, body)
+	r, err := keying.ParseWith(policy(endpoint), tenant, endpoint, body)
 	if err != nil {
 		return wire.Facts{}, err
 	}
