@@ -378,38 +378,6 @@ func refFacts(root *refObject) Request {
 	if n, ok := refInt(root.vals["n"]); ok && n > 0 {
 		r.N = n
 	}
-	countStrings := func(v any) {
-		switch v := v.(type) {
-		case string:
-			r.PromptBytes += len(v)
-		case []any:
-			for _, e := range v {
-				if s, ok := e.(string); ok {
-					r.PromptBytes += len(s)
-				}
-			}
-		}
-	}
-	countStrings(root.vals["prompt"])
-	countStrings(root.vals["input"])
-	msgs, _ := root.vals["messages"].([]any)
-	for _, m := range msgs {
-		mo, ok := m.(*refObject)
-		if !ok {
-			continue
-		}
-		switch c := mo.vals["content"].(type) {
-		case string:
-			r.PromptBytes += len(c)
-		case []any:
-			for _, p := range c {
-				if po, ok := p.(*refObject); ok {
-					text, _ := po.vals["text"].(string)
-					r.PromptBytes += len(text)
-				}
-			}
-		}
-	}
 	return r
 }
 

@@ -116,7 +116,6 @@ type Request struct {
 	IncludeUsage bool   // "stream_options": {"include_usage": true}
 	MaxTokens    int    // "max_completion_tokens" if present, else "max_tokens", else 0
 	N            int    // "n", default 1
-	PromptBytes  int    // total bytes of prompt text (messages[].content strings and text parts, "prompt", "input" strings) for token estimates
 }
 
 // Parse canonicalises body for tenant and endpoint and returns its key hash
@@ -125,11 +124,9 @@ type Request struct {
 //
 // Facts: MaxTokens and N count only when their value is an integer that fits
 // an int (1e3 and 1000.0 are integers); MaxTokens must be ≥ 0 and N ≥ 1,
-// otherwise the field is treated as absent. PromptBytes counts the decoded
-// bytes of messages[].content strings, messages[].content[].text strings,
-// and "prompt" and "input" when they are a string or an array of strings
-// (token-id arrays are not counted). Parse does not read or keep body after
-// it returns.
+// otherwise the field is treated as absent. (A token estimate counts the
+// whole body, which its length gives.) Parse does not read or keep body
+// after it returns.
 func Parse(tenant, endpoint string, body []byte) (Request, error) {
 	return ParseWith(OpenAI, tenant, endpoint, body)
 }

@@ -56,19 +56,22 @@ func (Format) Parse(tenant, endpoint string, body []byte) (wire.Facts, error) {
 		Model:        r.Model,
 		Stream:       r.Stream,
 		IncludeUsage: r.IncludeUsage,
-		Estimate:     tokenEstimate(endpoint, r.PromptBytes, r.MaxTokens, r.N),
+		Estimate:     tokenEstimate(endpoint, len(body), r.MaxTokens, r.N),
 	}, nil
 }
 
 // tokenEstimate is what a request is charged against tokens/min before it
-// goes upstream, as OpenAI estimates it: the prompt at about 4 bytes per
-// token plus n completions of max_tokens (DefaultMaxTokens when unset).
-// Embeddings have no completion.
-func tokenEstimate(endpoint string, promptBytes, maxTokens, n int) int {
+// goes upstream: the whole body at about 4 bytes per token plus n
+// completions of max_tokens (DefaultMaxTokens when unset). Every byte
+// counts, not only message text: tools, images, tool call arguments and
+// token-array inputs are all read by the model, and counting text alone
+// would let a body whose bulk is elsewhere in for free. Embeddings have no
+// completion.
+func tokenEstimate(endpoint string, bodyBytes, maxTokens, n int) int {
 	if endpoint == EmbeddingsPath {
-		return max((promptBytes+3)/4, 1)
+		return max((bodyBytes+3)/4, 1)
 	}
-	return EstimateTokens(promptBytes, maxTokens, n)
+	return EstimateTokens(bodyBytes, maxTokens, n)
 }
 
 // Prepare implements wire.Format: a streaming request is sent with the
