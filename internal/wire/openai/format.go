@@ -74,39 +74,15 @@ func tokenEstimate(endpoint string, bodyBytes, maxTokens, n int) int {
 	return EstimateTokens(bodyBytes, maxTokens, n)
 }
 
-// Prepare implements wire.Format: a streaming request is sent with the
-// usage chunk asked for (WithStreamUsage).
+// Prepare implements wire.Format: a streaming request whose client did
+// not ask for the usage chunk itself (a top-level
+// stream_options.include_usage: true) is sent asking for it
+// (WithStreamUsage).
 func (Format) Prepare(f wire.Facts, body []byte) ([]byte, bool) {
-	if !f.Stream {
+	if !f.Stream || f.IncludeUsage {
 		return body, false
 	}
-	out := WithStreamUsage(body)
-	return out, len(out) != len(body)
-}
-
-// WithStreamUsage asks the upstream for the usage chunk when a streaming
-// leader did not mention stream_options: the stored entry then carries
-// usage (so non-streaming hits have it, and tokens/min sees real numbers),
-// and any follower that asks for usage can have it. The chunk is filtered
-// out for clients that did not ask. This splice is the only change Corral
-// ever makes to a body; a body that mentions stream_options anywhere is
-// forwarded as it is.
-func WithStreamUsage(body []byte) []byte {
-	if bytes.Contains(body, []byte(`"stream_options"`)) {
-		return body
-	}
-	end := bytes.LastIndexByte(body, '}')
-	if end < 0 {
-		return body
-	}
-	before := bytes.TrimRight(body[:end], " \t\r\n")
-	out := make([]byte, 0, len(body)+48)
-	out = append(out, before...)
-	if len(before) > 0 && before[len(before)-1] != '{' {
-		out = append(out, ',')
-	}
-	out = append(out, `"stream_options":{"include_usage":true}`...)
-	return append(out, body[end:]...)
+	return WithStreamUsage(body)
 }
 
 // IsEnd implements wire.Format: the data-only event [DONE].

@@ -1,23 +1,8 @@
 package openai
 
 import (
-	"bytes"
 	"testing"
 )
-
-func TestWithStreamUsage(t *testing.T) {
-	tests := []struct{ give, want string }{
-		{`{"model":"m","stream":true}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
-		{"{\"model\":\"m\"  \n}\n", "{\"model\":\"m\",\"stream_options\":{\"include_usage\":true}}\n"},
-		{`{"model":"m","stream_options":{"include_usage":false}}`, `{"model":"m","stream_options":{"include_usage":false}}`},
-	}
-	for _, tt := range tests {
-		if got := string(WithStreamUsage([]byte(tt.give))); got != tt.want {
-			t.Errorf("WithStreamUsage(%q) = %q; want %q", tt.give, got, tt.want)
-		}
-	}
-	_ = bytes.MinRead
-}
 
 func TestIsUsageEvent(t *testing.T) {
 	tests := []struct {
