@@ -99,8 +99,6 @@ const (
 	roleContent            // messages[i].content: trimmed when a string
 	rolePart               // messages[i].content[j]
 	roleText               // messages[i].content[j].text: trimmed
-	rolePrompt             // top-level "prompt" or "input"
-	rolePromptItem         // prompt[i], input[i]
 )
 
 // memberRole is the role of the value of member key in an object of role r.
@@ -110,8 +108,6 @@ func memberRole(r role, key []byte) role {
 		switch string(key) {
 		case "messages":
 			return roleMessages
-		case "prompt", "input":
-			return rolePrompt
 		case "stream_options":
 			return roleStreamOptions
 		}
@@ -134,8 +130,6 @@ func elemRole(r role) role {
 		return roleMessage
 	case roleContent:
 		return rolePart
-	case rolePrompt:
-		return rolePromptItem
 	}
 	return roleOther
 }
@@ -525,7 +519,6 @@ func (c *canon) stringValue(r role) error {
 	c.kind, c.lastStr = kindString, s
 	switch r {
 	case roleContent, roleText:
-		c.req.PromptBytes += len(s)
 		t := bytes.TrimSpace(s)
 		if raw {
 			c.out = append(c.out, '"')
@@ -535,8 +528,6 @@ func (c *canon) stringValue(r role) error {
 			c.out = appendString(c.out, t)
 		}
 		return nil
-	case rolePrompt, rolePromptItem:
-		c.req.PromptBytes += len(s)
 	}
 	if raw {
 		c.out = append(c.out, c.in[open:c.pos]...)

@@ -24,8 +24,8 @@ var ErrAmbiguousKey = errors.New("ambiguous key")
 // A key that folds to one of them must be spelt exactly as here.
 var readFields = []string{
 	"background", "conversation", "input", "max_completion_tokens", "max_output_tokens",
-	"max_tokens", "messages", "metadata", "model", "n", "prompt", "store", "stream",
-	"stream_options", "tools", "user",
+	"max_tokens", "messages", "metadata", "model", "n", "prompt", "prompt_cache_key",
+	"safety_identifier", "store", "stream", "stream_options", "tools", "user",
 }
 
 // needsFold reports whether key could case-fold to something other than

@@ -208,9 +208,9 @@ func refFolds(root *refObject) error {
 func refDropped(root *refObject, key string) bool {
 	switch root.vals[key].(type) {
 	case nil:
-		return key == "stream" || key == "store" || key == "stream_options" || key == "metadata" || key == "user"
+		return key == "stream" || key == "stream_options" || key == "metadata" || key == "user"
 	case bool:
-		return key == "stream" || key == "store"
+		return key == "stream"
 	case *refObject:
 		return key == "metadata" || key == "stream_options" && root.vals["stream"] == true
 	case string:
@@ -377,38 +377,6 @@ func refFacts(root *refObject) Request {
 	}
 	if n, ok := refInt(root.vals["n"]); ok && n > 0 {
 		r.N = n
-	}
-	countStrings := func(v any) {
-		switch v := v.(type) {
-		case string:
-			r.PromptBytes += len(v)
-		case []any:
-			for _, e := range v {
-				if s, ok := e.(string); ok {
-					r.PromptBytes += len(s)
-				}
-			}
-		}
-	}
-	countStrings(root.vals["prompt"])
-	countStrings(root.vals["input"])
-	msgs, _ := root.vals["messages"].([]any)
-	for _, m := range msgs {
-		mo, ok := m.(*refObject)
-		if !ok {
-			continue
-		}
-		switch c := mo.vals["content"].(type) {
-		case string:
-			r.PromptBytes += len(c)
-		case []any:
-			for _, p := range c {
-				if po, ok := p.(*refObject); ok {
-					text, _ := po.vals["text"].(string)
-					r.PromptBytes += len(text)
-				}
-			}
-		}
 	}
 	return r
 }

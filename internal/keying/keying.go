@@ -38,14 +38,15 @@
 //     "prompt" and "input" are not trimmed: for completions and embeddings
 //     white space is part of the input;
 //   - the top-level fields the API's Policy names removed. OpenAI's policy
-//     (Parse's) removes stream, stream_options, user, metadata and store,
-//     so a streaming and a non-streaming request share one entry.
-//     They are removed only when their value has a type the API accepts
-//     (stream and store: boolean or null; metadata: object or null; user:
-//     string or null; stream_options: null, or an object when "stream" is
-//     true, since the API rejects stream_options without streaming). Any
-//     other value stays in the key, so a request the upstream rejects for
-//     that field does not share a (negative) cache entry with a valid one.
+//     (Parse's) removes stream, stream_options, user and metadata, so a
+//     streaming and a non-streaming request share one entry; store stays
+//     (a stored completion is not an unstored one). They are removed only
+//     when their value has a type the API accepts (stream: boolean or
+//     null; metadata: object or null; user: string or null;
+//     stream_options: null, or an object when "stream" is true, since the
+//     API rejects stream_options without streaming). Any other value stays
+//     in the key, so a request the upstream rejects for that field does not
+//     share a (negative) cache entry with a valid one.
 //
 // Everything else, at any depth, is part of the key, including array order,
 // null values (null is not the same as absent) and the type of a value ("1"
@@ -115,7 +116,6 @@ type Request struct {
 	IncludeUsage bool   // "stream_options": {"include_usage": true}
 	MaxTokens    int    // "max_completion_tokens" if present, else "max_tokens", else 0
 	N            int    // "n", default 1
-	PromptBytes  int    // total bytes of prompt text (messages[].content strings and text parts, "prompt", "input" strings) for token estimates
 }
 
 // Parse canonicalises body for tenant and endpoint and returns its key hash
@@ -124,11 +124,9 @@ type Request struct {
 //
 // Facts: MaxTokens and N count only when their value is an integer that fits
 // an int (1e3 and 1000.0 are integers); MaxTokens must be ≥ 0 and N ≥ 1,
-// otherwise the field is treated as absent. PromptBytes counts the decoded
-// bytes of messages[].content strings, messages[].content[].text strings,
-// and "prompt" and "input" when they are a string or an array of strings
-// (token-id arrays are not counted). Parse does not read or keep body after
-// it returns.
+// otherwise the field is treated as absent. (A token estimate counts the
+// whole body, which its length gives.) Parse does not read or keep body
+// after it returns.
 func Parse(tenant, endpoint string, body []byte) (Request, error) {
 	return ParseWith(OpenAI, tenant, endpoint, body)
 }

@@ -38,10 +38,10 @@ func TestCanonical(t *testing.T) {
 		{"other message fields kept", `{"messages":[{"role":"user","name":" n ","content":null}]}`, `{"messages":[{"content":null,"name":" n ","role":"user"}]}`},
 		{"prompt not trimmed", `{"prompt":" a ","input":[" b "]}`, `{"input":[" b "],"prompt":" a "}`},
 		{"nested content not trimmed", `{"x":{"messages":[{"content":" a "}]}}`, `{"x":{"messages":[{"content":" a "}]}}`},
-		{"ignored fields removed", `{"stream":true,"a":1,"stream_options":{"include_usage":true},"user":"u","metadata":{"k":"v"},"store":false}`, `{"a":1}`},
+		{"ignored fields removed", `{"stream":true,"a":1,"stream_options":{"include_usage":true},"user":"u","metadata":{"k":"v"},"store":false}`, `{"a":1,"store":false}`},
 		{"ignored object with unsorted keys removed", `{"metadata":{"b":{"d":1,"c":2},"a":2},"y":{"f":1,"e":2},"z":2}`, `{"y":{"e":2,"f":1},"z":2}`},
 		{"deep unsorted objects", `{"b":{"b":{"b":{"y":1,"x":2},"a":[{"d":1,"c":2}]},"a":1},"a":{"z":null}}`, `{"a":{"z":null},"b":{"a":1,"b":{"a":[{"c":2,"d":1}],"b":{"x":2,"y":1}}}}`},
-		{"ignored fields removed when null", `{"stream":null,"stream_options":null,"user":null,"metadata":null,"store":null}`, `{}`},
+		{"ignored fields removed when null", `{"stream":null,"stream_options":null,"user":null,"metadata":null,"store":null}`, `{"store":null}`},
 		{"ignored fields of the wrong type kept", `{"stream":"yes","user":7,"metadata":[],"store":1,"stream_options":true}`, `{"metadata":[],"store":1,"stream":"yes","stream_options":true,"user":7}`},
 		{"stream_options removed after stream", `{"a":1,"stream_options":{"include_usage":true},"b":2,"stream":true,"c":3}`, `{"a":1,"b":2,"c":3}`},
 		{"stream_options kept without stream", `{"stream_options":{"include_usage":true},"stream":false}`, `{"stream_options":{"include_usage":true}}`},
@@ -121,8 +121,8 @@ func TestParseSameKey(t *testing.T) {
 			chat(`{"model":"m","messages":[],"stream":true}`),
 			chat(`{"model":"m","messages":[],"stream":false}`),
 			chat(`{"stream":true,"model":"m","stream_options":{"include_usage":true},"messages":[]}`),
-			chat(`{"model":"m","messages":[],"user":"u-123","metadata":{"team":"x"},"store":true}`),
-			chat(`{"model":"m","messages":[],"user":null,"metadata":null,"store":null,"stream":null,"stream_options":null}`),
+			chat(`{"model":"m","messages":[],"user":"u-123","metadata":{"team":"x"}}`),
+			chat(`{"model":"m","messages":[],"user":null,"metadata":null,"stream":null,"stream_options":null}`),
 		}},
 	}
 	for _, tt := range tests {
@@ -224,6 +224,12 @@ func TestParseDifferentKey(t *testing.T) {
 			chat(`{"model":"m","stream":"true"}`),
 			chat(`{"model":"m","user":1}`),
 		}},
+		{"store", []call{
+			chat(`{"model":"m"}`),
+			chat(`{"model":"m","store":false}`),
+			chat(`{"model":"m","store":true}`),
+			chat(`{"model":"m","store":null}`),
+		}},
 		{"stream_options without stream", []call{
 			chat(`{"model":"m"}`),
 			chat(`{"model":"m","stream_options":{"include_usage":true}}`),
@@ -251,7 +257,7 @@ func TestParseFacts(t *testing.T) {
 	}{
 		{"defaults", `{}`, Request{N: 1}},
 		{"chat", `{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"  Héllo "}],"max_tokens":256,"n":3}`,
-			Request{Model: "gpt-4o-mini", HasModel: true, Stream: true, IncludeUsage: true, MaxTokens: 256, N: 3, PromptBytes: 9 + 9}},
+			Request{Model: "gpt-4o-mini", HasModel: true, Stream: true, IncludeUsage: true, MaxTokens: 256, N: 3}},
 		{"escaped model", `{"model":"gpt\u002d4o"}`, Request{Model: "gpt-4o", HasModel: true, N: 1}},
 		{"model not a string", `{"model":4}`, Request{HasModel: true, N: 1}},
 		{"model null", `{"model":null}`, Request{HasModel: true, N: 1}},
@@ -271,13 +277,7 @@ func TestParseFacts(t *testing.T) {
 		{"max_tokens too large", `{"max_tokens":1e30}`, Request{N: 1}},
 		{"n zero", `{"n":0}`, Request{N: 1}},
 		{"n string", `{"n":"2"}`, Request{N: 1}},
-		{"content parts", `{"messages":[{"role":"user","content":[{"type":"text","text":"abc"},{"type":"image_url","image_url":{"url":"data:xyz"}},{"type":"text","text":"\u00e9"}]}]}`,
-			Request{N: 1, PromptBytes: 3 + 2}},
-		{"tool call arguments not counted", `{"messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"arguments":"{}"}}]}]}`, Request{N: 1}},
-		{"completions prompt", `{"prompt":"abcd","max_tokens":7}`, Request{MaxTokens: 7, N: 1, PromptBytes: 4}},
-		{"completions prompt array", `{"prompt":["ab","cd",[1,2]]}`, Request{N: 1, PromptBytes: 4}},
-		{"embeddings input", `{"input":["abc","\n"]}`, Request{N: 1, PromptBytes: 4}},
-		{"embeddings token input", `{"input":[1,2,3]}`, Request{N: 1}},
+		{"completions prompt", `{"prompt":"abcd","max_tokens":7}`, Request{MaxTokens: 7, N: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -358,6 +358,7 @@ func TestParseErrors(t *testing.T) {
 		{"escaped upper-case model key", `{"\u004dodel":"gpt-4o"}`, `case variant of "model"`},
 		{"Kelvin sign in max_tokens", `{"max_to\u212aens":5}`, `case variant of "max_tokens"`},
 		{"long s in stream", `{"\u017ftream":true}`, `case variant of "stream"`},
+		{"upper-case prompt_cache_key", `{"Prompt_Cache_Key":"k"}`, `case variant of "prompt_cache_key"`},
 		{"case-variant unknown keys", `{"temperature":0,"Temperature":1}`, `two top-level keys fold to "temperature"`},
 		{"too deep", `{"a":` + strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth) + `}`, "nesting deeper than 128"},
 		{"much too deep", strings.Repeat(`{"a":`, 100000), "nesting deeper than 128"},

@@ -4,7 +4,11 @@ package keying
 // form leaves out because they do not change the answer. The canonicaliser
 // itself is the same for every API; each wire format (internal/wire/...)
 // brings its policy. A policy is part of the canonical form: changing one
-// that is in use means bumping Version.
+// that is in use means bumping Version, unless no old entry can be served
+// under a new meaning: keeping a field that was dropped only splits keys
+// (a body without the field keys as before, and the bodies with it get
+// keys of their own), and dropping a field that never changed the answer
+// only joins bodies whose answers are the same.
 //
 // A field is dropped only when its value has one of the kinds the policy
 // names, the kinds the API accepts for it: any other value stays in the
@@ -64,12 +68,14 @@ const (
 
 func (ks Kinds) has(k valueKind) bool { return ks&(1<<k) != 0 }
 
-// OpenAI is the policy of OpenAI's Chat Completions, Completions and
-// Embeddings (canonical form v1): stream, stream_options, user, metadata
-// and store do not change the answer. Parse and Canonical use it.
+// OpenAI is the policy of OpenAI's legacy Completions and Embeddings
+// (canonical form v1): stream, stream_options, user and metadata do not
+// change the answer. Parse and Canonical use it; chat completions add the
+// fields of their own API (internal/wire/openai's ChatPolicy). store is
+// part of the key: a stored completion and an unstored one differ (one has
+// an id its owner can read back).
 var OpenAI = NewPolicy(map[string]Drop{
 	"stream":         {Always: Bool | Null},
-	"store":          {Always: Bool | Null},
 	"stream_options": {Always: Null, WhenStreaming: Object},
 	"metadata":       {Always: Object | Null},
 	"user":           {Always: String | Null},

@@ -27,24 +27,19 @@ var _ coalesce.Caller = caller{}
 // rejected the prepared body.
 const maxRejectBody = 64 << 10
 
-// Call sends the flight's body. Some OpenAI-compatible servers reject the
-// prepared body (stream_options): when one does, the client's own body is
-// sent instead, and no body is prepared again.
+// Call sends the flight's body: the prepared one (the usage chunk asked
+// for) unless the upstream is known to refuse it (spliceMemory). When an
+// upstream refuses the prepared body's stream_options, the client's own
+// body is sent to that upstream at once, and that upstream is remembered.
 func (c caller) Call(ctx context.Context, req *coalesce.Request) (*coalesce.Response, error) {
 	s := c.s
-	resp, err := s.send(ctx, req.Upstream, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: req.Body, Tenant: req.Tenant})
-	changed := req.Original != nil
-	if err == nil && changed && resp.StatusCode == http.StatusBadRequest {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRejectBody))
-		resp.Body.Close()
-		if bytes.Contains(body, []byte("stream_options")) {
-			s.noSplice.Store(true)
-			s.log.WarnContext(ctx, "the upstream rejects stream_options; streaming answers will be stored without usage")
-			changed = false
-			resp, err = s.send(ctx, req.Upstream, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: req.Original, Tenant: req.Tenant})
-		} else {
-			resp.Body = io.NopCloser(bytes.NewReader(body)) // another 400: answer it as it came
-		}
+	body, changed := req.Body, req.Original != nil
+	if changed && s.splice.skip(req.Upstream, s.serving(apiOf(req.Endpoint), req.Model)) {
+		body, changed = req.Original, false
+	}
+	resp, err := s.send(ctx, req.Upstream, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: body, Tenant: req.Tenant})
+	if err == nil && changed {
+		resp, changed, err = c.unspliced(ctx, req, resp)
 	}
 	if err != nil {
 		return nil, err
@@ -68,6 +63,46 @@ func (c caller) Call(ctx context.Context, req *coalesce.Request) (*coalesce.Resp
 		out.Kept = entry.KeepHeaders(resp.Header) // a relayed stream's entry is assembled, with headers of its own
 	}
 	return out, nil
+}
+
+// unspliced looks at the answer to a prepared body. A 400 whose param
+// names stream_options is that upstream's refusal of the splice: the
+// client's own body goes to the same upstream, and when that one is not
+// refused for stream_options too (then the client's own stream_options is
+// at fault, and its answer is the client's), the upstream is remembered as
+// refusing.
+func (c caller) unspliced(ctx context.Context, req *coalesce.Request, resp *http.Response) (*http.Response, bool, error) {
+	s := c.s
+	name := resp.Header.Get(failover.UpstreamHeader)
+	if resp.StatusCode != http.StatusBadRequest {
+		return resp, true, nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxRejectBody))
+	resp.Body.Close()
+	if !refusesStreamOptions(body) {
+		resp.Body = io.NopCloser(bytes.NewReader(body)) // another 400: answer it as it came
+		return resp, true, nil
+	}
+	at := req.Upstream
+	if name != "" {
+		at = name // the upstream that refused, whichever routing chose
+	}
+	own, err := s.send(ctx, at, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: req.Original, Tenant: req.Tenant})
+	if err != nil {
+		return nil, false, err
+	}
+	if own.StatusCode == http.StatusBadRequest {
+		b, _ := io.ReadAll(io.LimitReader(own.Body, maxRejectBody))
+		own.Body.Close()
+		own.Body = io.NopCloser(bytes.NewReader(b))
+		if refusesStreamOptions(b) {
+			return own, false, nil
+		}
+	}
+	if name != "" && s.splice.refused(name) {
+		s.log.WarnContext(ctx, "an upstream rejects stream_options; its streaming answers are stored without usage", "upstream", name)
+	}
+	return own, false, nil
 }
 
 // observer counts flights' upstream calls in metrics and usage.

@@ -229,10 +229,8 @@ func (s *Server) flightRequest(c *call) *coalesce.Request {
 func (s *Server) refresh(r *http.Request, c *call, req *coalesce.Request) {
 	rr := *req
 	rr.Header = r.Header.Clone()
-	if c.facts.Stream && !s.noSplice.Load() {
-		if body, changed := c.format.Prepare(c.facts, c.body); changed {
-			rr.Body, rr.Original = body, c.body
-		}
+	if body, changed := c.format.Prepare(c.facts, c.body); changed {
+		rr.Body, rr.Original = body, c.body
 	}
 	if s.flights.Refresh(&rr) {
 		s.metrics.Refresh(c.t.ID)
@@ -290,10 +288,8 @@ func (s *Server) joinFlight(r *http.Request, c *call, req *coalesce.Request, spa
 		// published: it calls Relayed after its first write (followStream)
 		// or as it leaves (below).
 		req.Relays = c.facts.Stream
-		if c.facts.Stream && !s.noSplice.Load() {
-			if body, changed := c.format.Prepare(c.facts, c.body); changed {
-				req.Body, req.Original = body, c.body
-			}
+		if body, changed := c.format.Prepare(c.facts, c.body); changed {
+			req.Body, req.Original = body, c.body
 		}
 		if c.t.TokensPerMinute > 0 {
 			tokens = &tenantTokens{s: s, t: c.t, estimate: c.facts.Estimate, canTake: func() bool { return s.canTake(c.endpoint, c.route()) }}

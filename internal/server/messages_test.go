@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -298,5 +299,44 @@ func TestMessagesCutStreamStoresNothing(t *testing.T) {
 	b := postMessages(context.Background(), h.gw.URL+"/v1/messages", acmeKey, strings.Replace(body, `,"stream":true`, "", 1))
 	if b.header.Get("X-Corral-Cache") != "MISS" || messagesCalls(h) != 2 {
 		t.Errorf("after a cut stream: %s, %d calls; want a MISS (nothing stored)", b.header.Get("X-Corral-Cache"), messagesCalls(h))
+	}
+}
+
+// TestMessagesServerToolsBypass: a tool Anthropic runs itself (web search,
+// code execution, an MCP server) makes the answer depend on more than the
+// prompt, so such a request is never cached or coalesced, as hosted tools
+// are on the Responses API; tools the client runs are cached (issue 26,
+// point 14).
+func TestMessagesServerToolsBypass(t *testing.T) {
+	h := newHarness(t, withAnthropic)
+	ctx := context.Background()
+	body := func(text, tools string) string {
+		return `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"` + text + `"}],` + tools + `}`
+	}
+	tests := []struct {
+		name, body string
+		want       []string
+		calls      int64
+	}{
+		{"web search", body("news", `"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":3}]`), []string{cacheBypass, cacheBypass}, 2},
+		{"code execution", body("run", `"tools":[{"type":"code_execution_20250825","name":"code_execution"}]`), []string{cacheBypass, cacheBypass}, 2},
+		{"mcp connector", body("mcp", `"mcp_servers":[{"type":"url","url":"https://mcp.example.com/sse","name":"docs"}],"tools":[{"type":"mcp_toolset","mcp_server_name":"docs"}]`), []string{cacheBypass, cacheBypass}, 2},
+		{"custom tool", body("weather", `"tools":[{"name":"get_weather","input_schema":{"type":"object"}}]`), []string{cacheMiss, cacheHit}, 1},
+		{"client-run bash", body("ls", `"tools":[{"type":"bash_20250124","name":"bash"}]`), []string{cacheMiss, cacheHit}, 1},
+	}
+	for _, tt := range tests {
+		before := messagesCalls(h)
+		var got []string
+		for range 2 {
+			a := postMessages(ctx, h.gw.URL+"/v1/messages", acmeKey, tt.body, "anthropic-version", "2023-06-01")
+			if a.status != 200 {
+				t.Fatalf("%s: %d %s", tt.name, a.status, a.body)
+			}
+			got = append(got, a.header.Get("X-Corral-Cache"))
+		}
+		calls := messagesCalls(h) - before
+		if !slices.Equal(got, tt.want) || calls != tt.calls {
+			t.Errorf("%s: %v with %d upstream calls; want %v with %d", tt.name, got, calls, tt.want, tt.calls)
+		}
 	}
 }

@@ -217,6 +217,41 @@ func TestStoredChatCompletionIsTheCallers(t *testing.T) {
 	}
 }
 
+// TestChatStoreIsInTheKey: a chat completion stored (store: true) is not
+// the answer to the same prompt unstored, so store: true after a
+// store: false answer makes its own upstream call, and its id is the
+// caller's (issue 26, point 13).
+func TestChatStoreIsInTheKey(t *testing.T) {
+	fake, log := objectstest.New(), &pathLog{}
+	h := newHarness(t, objectTenants, withObjectUpstream(fake, log))
+	unstored := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"keep me"}],"store":false}`
+	stored := strings.Replace(unstored, `"store":false`, `"store":true`, 1)
+	for i, tt := range []struct{ body, want string }{{unstored, cacheMiss}, {stored, cacheMiss}, {stored, cacheHit}} {
+		a := sendTo(context.Background(), h.gw.URL+"/v1/chat/completions", acmeKey, tt.body)
+		if a.status != 200 || a.header.Get("X-Corral-Cache") != tt.want {
+			t.Fatalf("call %d (%s) = %d %s; want %s", i, tt.body, a.status, a.header.Get("X-Corral-Cache"), tt.want)
+		}
+	}
+	if n := log.mentioning(`"store":true`); n != 1 {
+		t.Errorf("store:true reached the upstream %d times; want once", n)
+	}
+	if n := h.mock.Stats().Paths["/v1/chat/completions"]; n != 2 {
+		t.Errorf("upstream chat calls = %d; want 2", n)
+	}
+	var c struct{ ID string }
+	_, out := objectstest.Call(t, "POST", h.gw.URL+"/v1/chat/completions", acmeKey, stored)
+	if err := json.Unmarshal([]byte(out), &c); err != nil || c.ID == "" {
+		t.Fatalf("stored completion %q: %v", out, err)
+	}
+	if code, body := objectstest.Call(t, "GET", h.gw.URL+"/v1/chat/completions/"+c.ID, betaKey, ""); code != 404 || body != objectstest.NotFoundBody(c.ID) {
+		t.Errorf("another tenant's GET of the stored completion = %d %s", code, body)
+	}
+	objectstest.Call(t, "GET", h.gw.URL+"/v1/chat/completions/"+c.ID, acmeKey, "")
+	if n := log.mentioning("/chat/completions/" + c.ID); n != 1 {
+		t.Errorf("the owner's GET reached the upstream %d times; want 1", n)
+	}
+}
+
 func TestAdminAssignsObjects(t *testing.T) {
 	fake, log := objectstest.New(), &pathLog{}
 	h := newHarness(t, objectTenants, withObjectUpstream(fake, log), func(o *harnessOptions) {

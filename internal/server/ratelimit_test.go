@@ -183,3 +183,29 @@ func TestRequestThatNeverFitsTheTokenBurst(t *testing.T) {
 		t.Errorf("upstream calls = %d; want 0", n)
 	}
 }
+
+// TestTokenEstimateCountsTools: the estimate is the whole body's bytes / 4
+// plus the completion, so a request whose bulk is in its tool definitions
+// (or images, or tool call arguments) is charged for it and refused at the
+// limit like one whose bulk is text (issue 26, point 7).
+func TestTokenEstimateCountsTools(t *testing.T) {
+	h := newHarness(t, func(o *harnessOptions) {
+		o.tenants = []tenant.Spec{limitedTenant("tpm", "sk-tpm", 0, 1000)}
+	})
+	tools := `"tools":[{"type":"function","function":{"name":"lookup","description":"` + strings.Repeat("a long description ", 250) + `"}}]`
+	body := `{"model":"gpt-4o-mini","max_tokens":10,"messages":[{"role":"user","content":"hi"}],` + tools + `}`
+	a := send(context.Background(), h.gw.URL, "sk-tpm", body)
+	if a.status != 429 || !strings.Contains(a.body, "tokens per minute") {
+		t.Fatalf("a %d-byte body with two words of text = %d %s; want a 429 for tokens", len(body), a.status, a.body)
+	}
+	if n := h.mock.Stats().Requests; n != 0 {
+		t.Errorf("upstream calls = %d; want 0", n)
+	}
+	// The same tools in a body that fits are admitted, and charged.
+	small := `{"model":"gpt-4o-mini","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"lookup","description":"` + strings.Repeat("d", 3000) + `"}}]}`
+	b := send(context.Background(), h.gw.URL, "sk-tpm", small)
+	remaining, _ := strconv.Atoi(b.header.Get("x-ratelimit-remaining-tokens"))
+	if b.status != 200 || remaining > 1000-len(small)/4 {
+		t.Errorf("a body that fits = %d, remaining tokens %d; want 200 and at most %d", b.status, remaining, 1000-len(small)/4)
+	}
+}

@@ -222,6 +222,31 @@ func TestResponsesBypass(t *testing.T) {
 	}
 }
 
+// TestResponsesCodexRequestsAreCached: what Codex sends on every turn, a
+// namespace of function tools and a prompt_cache_key per thread, neither
+// bypasses the cache nor splits the key; safety_identifier neither.
+func TestResponsesCodexRequestsAreCached(t *testing.T) {
+	h := newHarness(t)
+	body := func(thread string) string {
+		return `{"model":"gpt-4o-mini","input":"list the files","prompt_cache_key":"` + thread + `","safety_identifier":"u-` + thread + `",` +
+			`"tools":[{"type":"function","name":"shell","parameters":{"type":"object"}},` +
+			`{"type":"namespace","name":"mcp__fs","description":"files","tools":[{"type":"function","name":"read_file","parameters":{"type":"object"}}]}]}`
+	}
+	first := sendTo(context.Background(), h.gw.URL+"/v1/responses", acmeKey, body("019a0000-thread-1"))
+	second := sendTo(context.Background(), h.gw.URL+"/v1/responses", acmeKey, body("019a0000-thread-2"))
+	if first.status != 200 || first.header.Get("X-Corral-Cache") != "MISS" || second.header.Get("X-Corral-Cache") != "HIT" {
+		t.Errorf("Codex turns: %d %s then %s; want MISS then HIT", first.status, first.header.Get("X-Corral-Cache"), second.header.Get("X-Corral-Cache"))
+	}
+	if n := responsesCalls(h); n != 1 {
+		t.Errorf("upstream Responses calls = %d; want 1", n)
+	}
+	// A hosted tool inside a namespace still bypasses.
+	hosted := `{"model":"gpt-4o-mini","input":"x","tools":[{"type":"namespace","name":"ns","tools":[{"type":"web_search"}]}]}`
+	if a := sendTo(context.Background(), h.gw.URL+"/v1/responses", acmeKey, hosted); a.header.Get("X-Corral-Cache") != "BYPASS" {
+		t.Errorf("hosted tool in a namespace: %s; want BYPASS", a.header.Get("X-Corral-Cache"))
+	}
+}
+
 func TestResponsesCutStreamStoresNothing(t *testing.T) {
 	h := newHarness(t, func(o *harnessOptions) { o.mock.StreamChunks = 4 })
 	body := `{"model":"mock-cut","input":"a b c d e f g h","stream":true}`

@@ -163,8 +163,8 @@ type Server struct {
 	usage      UsageRecorder
 	adminToken string
 	reload     func() (*tenant.Registry, error)
-	reloadMu   sync.Mutex  // serialises reloads
-	noSplice   atomic.Bool // the upstream rejected the prepared body once (stream_options)
+	reloadMu   sync.Mutex   // serialises reloads
+	splice     spliceMemory // which upstreams take the prepared streaming body
 	objects    *objects.Registry
 	tracer     trace.Tracer
 	tracing    bool // Options.Tracing was set

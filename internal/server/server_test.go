@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	officialopenai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/corralhq/corral/internal/mockllm"
@@ -94,6 +96,32 @@ func TestSDKChatStream(t *testing.T) {
 	}
 	if chunks != 1+7+1 || finish != openai.FinishReasonStop {
 		t.Errorf("chunks = %d, finish = %q; want 9 chunks ending in stop", chunks, finish)
+	}
+}
+
+// TestChatKeyLeavesOutUserFields: prompt_cache_key and safety_identifier,
+// like user, name who asks and which upstream prompt cache to try, not
+// what the answer is; two users of one prompt share its entry.
+func TestChatKeyLeavesOutUserFields(t *testing.T) {
+	h := newHarness(t)
+	c := officialopenai.NewClient(option.WithBaseURL(h.gw.URL+"/v1"), option.WithAPIKey(acmeKey), option.WithMaxRetries(0))
+	var got []string
+	for _, who := range []string{"alice", "bob"} {
+		var raw *http.Response
+		_, err := c.Chat.Completions.New(context.Background(), officialopenai.ChatCompletionNewParams{
+			Model:            "gpt-4o-mini",
+			Messages:         []officialopenai.ChatCompletionMessageParamUnion{officialopenai.UserMessage("shared prompt")},
+			PromptCacheKey:   officialopenai.String("cache-" + who),
+			SafetyIdentifier: officialopenai.String("sid-" + who),
+			User:             officialopenai.String(who),
+		}, option.WithResponseInto(&raw))
+		if err != nil {
+			t.Fatalf("%s: %v", who, err)
+		}
+		got = append(got, raw.Header.Get("X-Corral-Cache"))
+	}
+	if got[0] != cacheMiss || got[1] != cacheHit || h.mock.Stats().Requests != 1 {
+		t.Errorf("X-Corral-Cache %v with %d upstream calls; want MISS, HIT and 1", got, h.mock.Stats().Requests)
 	}
 }
 

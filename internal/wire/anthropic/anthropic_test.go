@@ -184,3 +184,36 @@ func TestParse(t *testing.T) {
 		t.Errorf("estimate %d", a.Estimate)
 	}
 }
+
+func TestParseBypass(t *testing.T) {
+	const head = `{"model":"c","max_tokens":10,"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct{ give, want string }{
+		{head + `}`, ""},
+		{head + `,"tools":[{"name":"get_weather","input_schema":{"type":"object"}}]}`, ""},
+		{head + `,"tools":[{"type":"custom","name":"f","input_schema":{"type":"object"}}]}`, ""},
+		{head + `,"tools":[{"type":"bash_20250124","name":"bash"}]}`, ""},
+		{head + `,"tools":[{"type":"text_editor_20250728","name":"str_replace_based_edit_tool"}]}`, ""},
+		{head + `,"tools":[{"type":"computer_20250124","name":"computer","display_width_px":1024,"display_height_px":768}]}`, ""},
+		{head + `,"tools":[{"type":"memory_20250818","name":"memory"}]}`, ""},
+		{head + `,"tools":[{"name":"f","input_schema":{}},{"type":"web_search_20250305","name":"web_search","max_uses":5}]}`, "server tool web_search_20250305"},
+		{head + `,"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]}`, "server tool web_fetch_20250910"},
+		{head + `,"tools":[{"type":"code_execution_20250825","name":"code_execution"}]}`, "server tool code_execution_20250825"},
+		{head + `,"tools":[{"type":"tool_search_tool_regex_20251119","name":"tool_search_tool_regex"}]}`, "server tool tool_search_tool_regex_20251119"},
+		{head + `,"tools":[{"type":"mcp_toolset","mcp_server_name":"x"}]}`, "server tool mcp_toolset"},
+		{head + `,"tools":[{"type":"some_future_tool_20270101","name":"x"}]}`, "server tool some_future_tool_20270101"},
+		{head + `,"mcp_servers":[{"type":"url","url":"https://mcp.example.com/sse","name":"x"}]}`, "mcp_servers"},
+		{head + `,"mcp_servers":[]}`, ""},
+		{head + `,"mcp_servers":null,"container":null}`, ""},
+		{head + `,"container":"container_011CPR5CNjB747bTd36fQLFk"}`, "container"},
+		{head + `,"tools":{"type":"web_search_20250305"}}`, "unreadable fields"},
+	}
+	for _, tt := range tests {
+		fx, err := Format{}.Parse("t", Path, []byte(tt.give))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.give, err)
+		}
+		if fx.Bypass != tt.want {
+			t.Errorf("%s: bypass %q; want %q", tt.give, fx.Bypass, tt.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"strings"
 
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/wire"
@@ -31,15 +32,78 @@ func (Format) Parse(tenant, endpoint string, body []byte) (wire.Facts, error) {
 	if err != nil {
 		return wire.Facts{}, err
 	}
-	var v struct {
-		MaxTokens *float64 `json:"max_tokens"`
+	fx := wire.Facts{Hash: r.Hash, Model: r.Model, Stream: r.Stream}
+	var v facts
+	if err := json.Unmarshal(body, &v); err != nil {
+		// The keying parser accepted it; a field of an unexpected type
+		// (tools not an array) is the upstream's to refuse. Cache nothing.
+		fx.Estimate, fx.Bypass = estimate(len(body), 0), "unreadable fields"
+		return fx, nil
 	}
-	_ = json.Unmarshal(body, &v)
 	maxTokens := 0
 	if v.MaxTokens != nil && *v.MaxTokens > 0 && *v.MaxTokens < math.MaxInt32 {
 		maxTokens = int(*v.MaxTokens)
 	}
-	return wire.Facts{Hash: r.Hash, Model: r.Model, Stream: r.Stream, Estimate: (len(body)+3)/4 + maxTokens}, nil
+	fx.Estimate, fx.Bypass = estimate(len(body), maxTokens), bypass(&v)
+	return fx, nil
+}
+
+// estimate is the tokens/min charge before the call: the whole body at 4
+// bytes a token, plus max_tokens.
+func estimate(bodyBytes, maxTokens int) int { return (bodyBytes+3)/4 + maxTokens }
+
+// facts is what Parse reads beside the key. encoding/json matches keys in
+// any case, which errs toward bypassing: a body an upstream might read as
+// naming a server tool is never cached.
+type facts struct {
+	MaxTokens  *float64          `json:"max_tokens"`
+	MCPServers []json.RawMessage `json:"mcp_servers"`
+	Container  json.RawMessage   `json:"container"`
+	Tools      []struct {
+		Type string `json:"type"`
+	} `json:"tools"`
+}
+
+// bypass names why a request is never cached or coalesced, or "": the
+// answer depends on more than the prompt when Anthropic runs a tool itself
+// (the web today, a container's state, an MCP server's data). Tools the
+// client runs leave the answer a function of the prompt, their results
+// coming back as tool_result blocks of a later request.
+func bypass(fx *facts) string {
+	switch {
+	case len(fx.MCPServers) > 0:
+		return "mcp_servers"
+	case len(fx.Container) > 0 && string(fx.Container) != "null":
+		return "container"
+	}
+	for _, t := range fx.Tools {
+		if serverTool(t.Type) {
+			return "server tool " + t.Type
+		}
+	}
+	return ""
+}
+
+// clientTools are the prefixes of the Anthropic-defined tool types the
+// client executes (bash_20250124, text_editor_20250728,
+// computer_20250124, memory_20250818, ...): Anthropic defines their
+// schema, the client runs them.
+var clientTools = []string{"bash_", "text_editor_", "computer_", "memory_"}
+
+// serverTool reports whether the upstream runs a tool of type typ itself:
+// web_search_*, web_fetch_*, code_execution_*, tool_search_tool_*,
+// mcp_toolset, and any type Corral does not know (a new server tool must
+// not be cached by default). A custom tool has no type or type "custom".
+func serverTool(typ string) bool {
+	if typ == "" || typ == "custom" {
+		return false
+	}
+	for _, p := range clientTools {
+		if strings.HasPrefix(typ, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // Prepare implements wire.Format: the body goes as it is.

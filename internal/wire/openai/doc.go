@@ -1,6 +1,6 @@
 // Package openai is OpenAI's wire format for Chat Completions, legacy
 // Completions and Embeddings, behind wire.Format: the keying policy
-// (keying.OpenAI), the facts and token estimate of a body, rebuilding a
+// (ChatPolicy and keying.OpenAI), the facts and token estimate of a body, rebuilding a
 // stored completion from a stream's chunks (Assembler) and rendering one
 // back as a stream (Replay), the usage chunk a follower did not ask for,
 // and OpenAI's error object, as a body and as a stream's last event.

@@ -10,19 +10,19 @@ import "math"
 // small tenants needlessly.
 const DefaultMaxTokens = 256
 
-// EstimateTokens is the tokens/min cost of a request before it runs, the way
-// OpenAI counts it: the prompt at about 4 bytes per token, rounded up, plus
-// n completions of maxTokens each. maxTokens ≤ 0 means DefaultMaxTokens and
-// n ≤ 0 means 1. The sum saturates instead of overflowing, since both
-// numbers come from the client.
-func EstimateTokens(promptBytes, maxTokens, n int) int {
+// EstimateTokens is the tokens/min cost of a request before it runs: its
+// body at about 4 bytes per token, rounded up, plus n completions of
+// maxTokens each. maxTokens ≤ 0 means DefaultMaxTokens and n ≤ 0 means 1.
+// The sum saturates instead of overflowing, since both numbers come from
+// the client.
+func EstimateTokens(bodyBytes, maxTokens, n int) int {
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTokens
 	}
 	n = max(n, 1)
 	prompt := 0
-	if promptBytes > 0 {
-		prompt = (promptBytes-1)/4 + 1
+	if bodyBytes > 0 {
+		prompt = (bodyBytes-1)/4 + 1
 	}
 	if maxTokens > (math.MaxInt-prompt)/n {
 		return math.MaxInt

@@ -19,11 +19,35 @@ var _ wire.Format = Format{}
 // EmbeddingsPath is the endpoint whose answers have no completion.
 const EmbeddingsPath = "/embeddings"
 
-// Parse implements wire.Format with keying's canonical form (its policy
-// drops stream, stream_options, user, metadata and store) and OpenAI's
-// token estimate.
+// ChatPolicy is the keying policy of chat completions: keying.OpenAI's
+// (stream, stream_options, user and metadata do not change the answer)
+// and the successors of user, prompt_cache_key (which upstream prompt
+// cache to try: a cost, not an answer) and safety_identifier (who the end
+// user is, for abuse detection). store stays in the key.
+var ChatPolicy = keying.NewPolicy(map[string]keying.Drop{
+	"stream":            {Always: keying.Bool | keying.Null},
+	"stream_options":    {Always: keying.Null, WhenStreaming: keying.Object},
+	"metadata":          {Always: keying.Object | keying.Null},
+	"user":              {Always: keying.String | keying.Null},
+	"prompt_cache_key":  {Always: keying.String | keying.Null},
+	"safety_identifier": {Always: keying.String | keying.Null},
+})
+
+// policy is endpoint's keying policy: legacy completions and embeddings
+// know neither prompt_cache_key nor safety_identifier, so there the
+// fields stay in the key (a body the upstream refuses for them does not
+// share an entry with a valid one).
+func policy(endpoint string) *keying.Policy {
+	if endpoint == ChatCompletionsPath {
+		return ChatPolicy
+	}
+	return keying.OpenAI
+}
+
+// Parse implements wire.Format with keying's canonical form under the
+// endpoint's policy and OpenAI's token estimate.
 func (Format) Parse(tenant, endpoint string, body []byte) (wire.Facts, error) {
-	r, err := keying.ParseWith(keying.OpenAI, tenant, endpoint, body)
+	r, err := keying.ParseWith(policy(endpoint), tenant, endpoint, body)
 	if err != nil {
 		return wire.Facts{}, err
 	}
@@ -32,54 +56,33 @@ func (Format) Parse(tenant, endpoint string, body []byte) (wire.Facts, error) {
 		Model:        r.Model,
 		Stream:       r.Stream,
 		IncludeUsage: r.IncludeUsage,
-		Estimate:     tokenEstimate(endpoint, r.PromptBytes, r.MaxTokens, r.N),
+		Estimate:     tokenEstimate(endpoint, len(body), r.MaxTokens, r.N),
 	}, nil
 }
 
 // tokenEstimate is what a request is charged against tokens/min before it
-// goes upstream, as OpenAI estimates it: the prompt at about 4 bytes per
-// token plus n completions of max_tokens (DefaultMaxTokens when unset).
-// Embeddings have no completion.
-func tokenEstimate(endpoint string, promptBytes, maxTokens, n int) int {
+// goes upstream: the whole body at about 4 bytes per token plus n
+// completions of max_tokens (DefaultMaxTokens when unset). Every byte
+// counts, not only message text: tools, images, tool call arguments and
+// token-array inputs are all read by the model, and counting text alone
+// would let a body whose bulk is elsewhere in for free. Embeddings have no
+// completion.
+func tokenEstimate(endpoint string, bodyBytes, maxTokens, n int) int {
 	if endpoint == EmbeddingsPath {
-		return max((promptBytes+3)/4, 1)
+		return max((bodyBytes+3)/4, 1)
 	}
-	return EstimateTokens(promptBytes, maxTokens, n)
+	return EstimateTokens(bodyBytes, maxTokens, n)
 }
 
-// Prepare implements wire.Format: a streaming request is sent with the
-// usage chunk asked for (WithStreamUsage).
+// Prepare implements wire.Format: a streaming request whose client did
+// not ask for the usage chunk itself (a top-level
+// stream_options.include_usage: true) is sent asking for it
+// (WithStreamUsage).
 func (Format) Prepare(f wire.Facts, body []byte) ([]byte, bool) {
-	if !f.Stream {
+	if !f.Stream || f.IncludeUsage {
 		return body, false
 	}
-	out := WithStreamUsage(body)
-	return out, len(out) != len(body)
-}
-
-// WithStreamUsage asks the upstream for the usage chunk when a streaming
-// leader did not mention stream_options: the stored entry then carries
-// usage (so non-streaming hits have it, and tokens/min sees real numbers),
-// and any follower that asks for usage can have it. The chunk is filtered
-// out for clients that did not ask. This splice is the only change Corral
-// ever makes to a body; a body that mentions stream_options anywhere is
-// forwarded as it is.
-func WithStreamUsage(body []byte) []byte {
-	if bytes.Contains(body, []byte(`"stream_options"`)) {
-		return body
-	}
-	end := bytes.LastIndexByte(body, '}')
-	if end < 0 {
-		return body
-	}
-	before := bytes.TrimRight(body[:end], " \t\r\n")
-	out := make([]byte, 0, len(body)+48)
-	out = append(out, before...)
-	if len(before) > 0 && before[len(before)-1] != '{' {
-		out = append(out, ',')
-	}
-	out = append(out, `"stream_options":{"include_usage":true}`...)
-	return append(out, body[end:]...)
+	return WithStreamUsage(body)
 }
 
 // IsEnd implements wire.Format: the data-only event [DONE].

@@ -1,23 +1,8 @@
 package openai
 
 import (
-	"bytes"
 	"testing"
 )
-
-func TestWithStreamUsage(t *testing.T) {
-	tests := []struct{ give, want string }{
-		{`{"model":"m","stream":true}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
-		{"{\"model\":\"m\"  \n}\n", "{\"model\":\"m\",\"stream_options\":{\"include_usage\":true}}\n"},
-		{`{"model":"m","stream_options":{"include_usage":false}}`, `{"model":"m","stream_options":{"include_usage":false}}`},
-	}
-	for _, tt := range tests {
-		if got := string(WithStreamUsage([]byte(tt.give))); got != tt.want {
-			t.Errorf("WithStreamUsage(%q) = %q; want %q", tt.give, got, tt.want)
-		}
-	}
-	_ = bytes.MinRead
-}
 
 func TestIsUsageEvent(t *testing.T) {
 	tests := []struct {
@@ -33,6 +18,35 @@ func TestIsUsageEvent(t *testing.T) {
 	for _, tt := range tests {
 		if got := IsUsageEvent([]byte(tt.give)); got != tt.want {
 			t.Errorf("IsUsageEvent(%q) = %v; want %v", tt.give, got, tt.want)
+		}
+	}
+}
+
+func TestParseKeys(t *testing.T) {
+	key := func(endpoint, body string) string {
+		t.Helper()
+		fx, err := Format{}.Parse("t", endpoint, []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fx.Hash
+	}
+	tests := []struct {
+		endpoint, give, same string
+		want                 bool
+	}{
+		{ChatCompletionsPath, `{"model":"m","messages":[]}`, `{"model":"m","messages":[],"prompt_cache_key":"codex-1","safety_identifier":"u-hash"}`, true},
+		{ChatCompletionsPath, `{"model":"m","messages":[]}`, `{"model":"m","messages":[],"prompt_cache_key":null,"safety_identifier":null,"user":"u"}`, true},
+		{ChatCompletionsPath, `{"model":"m","messages":[]}`, `{"model":"m","messages":[],"prompt_cache_key":7}`, false},
+		{ChatCompletionsPath, `{"model":"m","messages":[]}`, `{"model":"m","messages":[],"store":false}`, false},
+		{ChatCompletionsPath, `{"model":"m","messages":[],"store":false}`, `{"model":"m","messages":[],"store":true}`, false},
+		{ChatCompletionsPath, `{"model":"m","messages":[],"store":true}`, `{"model":"m","messages":[],"store":true,"stream":true}`, true},
+		{CompletionsPath, `{"model":"m","prompt":"p"}`, `{"model":"m","prompt":"p","prompt_cache_key":"k"}`, false},
+		{EmbeddingsPath, `{"model":"m","input":"p"}`, `{"model":"m","input":"p","safety_identifier":"s"}`, false},
+	}
+	for _, tt := range tests {
+		if got := key(tt.endpoint, tt.give) == key(tt.endpoint, tt.same); got != tt.want {
+			t.Errorf("%s: %s and %s share a key: %v; want %v", tt.endpoint, tt.give, tt.same, got, tt.want)
 		}
 	}
 }

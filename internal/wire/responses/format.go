@@ -15,13 +15,16 @@ import (
 const Path = "/responses"
 
 // Policy is the Responses API's keying policy: stream, stream_options,
-// user and metadata do not change the answer; store and
+// user, metadata and user's successors prompt_cache_key and
+// safety_identifier do not change the answer; store and
 // previous_response_id do.
 var Policy = keying.NewPolicy(map[string]keying.Drop{
-	"stream":         {Always: keying.Bool | keying.Null},
-	"stream_options": {Always: keying.Null, WhenStreaming: keying.Object},
-	"metadata":       {Always: keying.Object | keying.Null},
-	"user":           {Always: keying.String | keying.Null},
+	"stream":            {Always: keying.Bool | keying.Null},
+	"stream_options":    {Always: keying.Null, WhenStreaming: keying.Object},
+	"metadata":          {Always: keying.Object | keying.Null},
+	"user":              {Always: keying.String | keying.Null},
+	"prompt_cache_key":  {Always: keying.String | keying.Null},
+	"safety_identifier": {Always: keying.String | keying.Null},
 })
 
 // DefaultMaxOutputTokens is the completion size the estimate assumes when
@@ -40,9 +43,14 @@ type facts struct {
 	MaxOutputTokens *float64        `json:"max_output_tokens"`
 	Background      *bool           `json:"background"`
 	Conversation    json.RawMessage `json:"conversation"`
-	Tools           []struct {
-		Type string `json:"type"`
-	} `json:"tools"`
+	Tools           []tool          `json:"tools"`
+}
+
+// tool is a tools entry as far as bypass cares: its type, and for a
+// namespace the tools it groups.
+type tool struct {
+	Type  string `json:"type"`
+	Tools []tool `json:"tools"`
 }
 
 // Parse implements wire.Format.
@@ -78,8 +86,25 @@ func bypass(fx *facts) string {
 	case len(fx.Conversation) > 0 && string(fx.Conversation) != "null":
 		return "conversation"
 	}
-	for _, t := range fx.Tools {
-		if t.Type != "function" && t.Type != "custom" {
+	return hostedTool(fx.Tools)
+}
+
+// hostedTool names the first tool of tools the upstream runs itself (web
+// or file search, code interpreter, an MCP server, ...), whose answer
+// depends on more than the prompt, or "". The client runs function and
+// custom tools, and a namespace (Codex's group of function tools under
+// one name) is only a name over tools judged the same way.
+func hostedTool(tools []tool) string {
+	for _, t := range tools {
+		switch t.Type {
+		case "function", "custom":
+		case "namespace":
+			if h := hostedTool(t.Tools); h != "" {
+				return h
+			}
+		case "":
+			return "tool without a type"
+		default:
 			return "hosted tool " + t.Type
 		}
 	}

@@ -174,6 +174,9 @@ func TestParse(t *testing.T) {
 	if key(base) != key(`{"model":"m","input":"hi","stream":true,"user":"u","metadata":{"a":"b"}}`) {
 		t.Error("stream, user or metadata changed the key")
 	}
+	if key(base) != key(`{"model":"m","input":"hi","prompt_cache_key":"019a-thread","safety_identifier":"u-hash"}`) {
+		t.Error("prompt_cache_key or safety_identifier changed the key")
+	}
 	for _, other := range []string{`{"model":"m","input":"hi","store":false}`, `{"model":"m","input":"hi","previous_response_id":"resp_1"}`} {
 		if key(base) == key(other) {
 			t.Errorf("%s shares the key of %s", other, base)
@@ -191,6 +194,11 @@ func TestParse(t *testing.T) {
 		{`{"model":"m","input":"hi","tools":[{"type":"function","name":"f"},{"type":"custom","name":"c"}]}`, "", 0},
 		{`{"model":"m","input":"hi","tools":[{"type":"function","name":"f"},{"type":"web_search"}]}`, "hosted tool web_search", 0},
 		{`{"model":"m","input":"hi","tools":"nope"}`, "unreadable fields", 0},
+		{`{"model":"m","input":"hi","tools":[{"type":"namespace","name":"mcp__fs","tools":[{"type":"function","name":"read"},{"type":"custom","name":"c"}]}]}`, "", 0},
+		{`{"model":"m","input":"hi","tools":[{"type":"namespace","name":"ns","tools":[{"type":"file_search"}]}]}`, "hosted tool file_search", 0},
+		{`{"model":"m","input":"hi","tools":[{"type":"namespace","name":"ns"},{"type":"code_interpreter"}]}`, "hosted tool code_interpreter", 0},
+		{`{"model":"m","input":"hi","tools":[{"type":"mcp","server_label":"x"}]}`, "hosted tool mcp", 0},
+		{`{"model":"m","input":"hi","tools":[{"name":"untyped"}]}`, "tool without a type", 0},
 	}
 	for _, tt := range tests {
 		fx, err := f.Parse("t", Path, []byte(tt.body))
