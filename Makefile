@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: run demo test fuzz-ci bench bench-micro soak lint fuzz helm-template
+.PHONY: run demo test fuzz-ci bench bench-micro soak agents lint fuzz helm-template
 
 run: ## serve with CORRAL_* from the environment
 	$(GO) run ./cmd/gateway
@@ -23,6 +23,9 @@ bench: ## load harness (cmd/corralbench, internal/bench): gateway, mock, Redis a
 
 soak: ## soak run (cmd/corralsoak): minutes of mixed traffic and faults through 3 gateways on a restarted Redis; RSS, goroutines, sockets before and after; not in test or CI; SOAKFLAGS=-d 10m
 	$(GO) run ./cmd/corralsoak $(SOAKFLAGS)
+
+agents: ## the real Codex CLI and Claude Code against a demo gateway (cmd/corralagents); installs both from npm (~660 MB) into the user cache dir; not in test or CI; AGENTSFLAGS=-record internal/server/testdata/agents
+	$(GO) run ./cmd/corralagents $(AGENTSFLAGS)
 
 bench-micro: ## go test micro benchmarks with allocations
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 15m $(PKGS)

@@ -32,9 +32,19 @@ type chatChoice struct {
 }
 
 type chatMessage struct {
-	Role    string  `json:"role"`
-	Content string  `json:"content"`
-	Refusal *string `json:"refusal"` // always null
+	Role      string         `json:"role"`
+	Content   *string        `json:"content"` // null with tool calls
+	Refusal   *string        `json:"refusal"` // always null
+	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
+}
+
+type chatToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
 }
 
 // serveChat answers POST /v1/chat/completions. It reports whether the
@@ -56,12 +66,15 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, req *request,
 			last = text
 		}
 	}
+	id := "chatcmpl-" + hash
+	if wantsTool(req.Model) {
+		return s.serveChatTool(w, r, req, pl, id, newToolCall(hash, last, req.Tools), words)
+	}
 	reply := replyPrefix + last
 	if req.Mock.Reply != nil {
 		reply = *req.Mock.Reply
 	}
 	u := newUsage(words, wordCount(reply)*req.N)
-	id := "chatcmpl-" + hash
 
 	if req.Stream {
 		replies := make([]string, req.N)
@@ -73,7 +86,21 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, req *request,
 		return s.stream(w, r, spec, pl)
 	}
 
-	c := chatCompletion{
+	c := newChatCompletion(id, req, u)
+	for i := range c.Choices {
+		c.Choices[i] = chatChoice{
+			Index:        i,
+			Message:      chatMessage{Role: "assistant", Content: &reply},
+			FinishReason: "stop",
+		}
+	}
+	s.writeJSON(w, mustMarshal(c), pl.cutAfter >= 0)
+	return false
+}
+
+// newChatCompletion is a completion of req with req.N choices to fill in.
+func newChatCompletion(id string, req *request, u usage) chatCompletion {
+	return chatCompletion{
 		ID:                id,
 		Object:            "chat.completion",
 		Created:           created,
@@ -82,15 +109,6 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, req *request,
 		Choices:           make([]chatChoice, req.N),
 		Usage:             u,
 	}
-	for i := range c.Choices {
-		c.Choices[i] = chatChoice{
-			Index:        i,
-			Message:      chatMessage{Role: "assistant", Content: reply},
-			FinishReason: "stop",
-		}
-	}
-	s.writeJSON(w, mustMarshal(c), pl.cutAfter >= 0)
-	return false
 }
 
 // contentText returns the text of a message's content: the string itself,

@@ -93,6 +93,37 @@
 //	mock-cut    a stream ends abruptly after half of its content chunks,
 //	            with no finish_reason and no [DONE]; a non-streamed body is
 //	            cut in the middle (Content-Length promises more)
+//	mock-tool   (or any name ending in -tool, e.g. claude-sonnet-4-5-tool)
+//	            a tool call instead of text; see "Tool calls" below
+//
+// # Tool calls
+//
+// A tool-calling model answers every chat, Responses and Messages request
+// with one call to the first tool in the request's "tools" that has a name
+// (chat's function.name, or name), or to "mock_tool" when there is none.
+// Its arguments are the JSON object {"input": <the last user text>}, and
+// its id derives from the body hash, so the same request always gets the
+// same call, streamed or not:
+//
+//   - chat: message.content null, tool_calls [{id "call_<hex>", type
+//     "function", function {name, arguments}}] in every choice, finish_reason
+//     "tool_calls". Streamed: a chunk with the role, the call's index, id,
+//     type, name and empty arguments, then the arguments in StreamChunks
+//     fragments ({"tool_calls":[{"index":0,"function":{"arguments":...}}]}),
+//     then the finish chunk, usage and [DONE] as for text;
+//   - Responses: one output item {type "function_call", id "fc_<hex>",
+//     call_id "call_<hex>", name, arguments, status}. Streamed:
+//     response.created, response.in_progress, response.output_item.added
+//     (in_progress, arguments ""), one response.function_call_arguments.delta
+//     per fragment, response.function_call_arguments.done,
+//     response.output_item.done and response.completed;
+//   - Messages: one block {type "tool_use", id "toolu_<hex>", name, input},
+//     stop_reason "tool_use". Streamed: content_block_start with the block
+//     and input {}, one input_json_delta per fragment of the input, then
+//     content_block_stop and message_delta as for text.
+//
+// Overrides apply as for text (chunks, delays, cuts); "reply" does not
+// change the call.
 //
 // A cut is made with panic(http.ErrAbortHandler), which net/http servers
 // (and so httptest) turn into an aborted connection or HTTP/2 stream reset.

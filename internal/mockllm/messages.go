@@ -17,24 +17,32 @@ type messagesRequest struct {
 	MaxTokens *int            `json:"max_tokens"`
 	System    json.RawMessage `json:"system"`
 	Messages  []message       `json:"messages"`
+	Tools     json.RawMessage `json:"tools"`
 	Stream    bool            `json:"stream"`
 	Mock      overrides       `json:"mock"`
 }
 
 type messageObject struct {
-	ID           string         `json:"id"`
-	Type         string         `json:"type"`
-	Role         string         `json:"role"`
-	Model        string         `json:"model"`
-	Content      []messageBlock `json:"content"`
-	StopReason   *string        `json:"stop_reason"`
-	StopSequence *string        `json:"stop_sequence"`
-	Usage        messagesUsage  `json:"usage"`
+	ID           string        `json:"id"`
+	Type         string        `json:"type"`
+	Role         string        `json:"role"`
+	Model        string        `json:"model"`
+	Content      []any         `json:"content"` // messageBlock or toolUseBlock
+	StopReason   *string       `json:"stop_reason"`
+	StopSequence *string       `json:"stop_sequence"`
+	Usage        messagesUsage `json:"usage"`
 }
 
 type messageBlock struct {
 	Type string `json:"type"`
 	Text string `json:"text"`
+}
+
+type toolUseBlock struct {
+	Type  string          `json:"type"` // tool_use
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
 }
 
 type messagesUsage struct {
@@ -152,10 +160,17 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, countOnly
 	if req.Mock.Reply != nil {
 		reply = *req.Mock.Reply
 	}
+	hash := bodyHash(body)
 	stop := "end_turn"
+	var block any = messageBlock{Type: "text", Text: reply}
+	if wantsTool(req.Model) {
+		tc := newToolCall(hash, last, req.Tools)
+		stop, reply = "tool_use", tc.args
+		block = toolUseBlock{Type: "tool_use", ID: "toolu_" + tc.id, Name: tc.name, Input: json.RawMessage(tc.args)}
+	}
 	msg := messageObject{
-		ID: "msg_" + bodyHash(body), Type: "message", Role: "assistant", Model: req.Model,
-		Content:    []messageBlock{{Type: "text", Text: reply}},
+		ID: "msg_" + hash, Type: "message", Role: "assistant", Model: req.Model,
+		Content:    []any{block},
 		StopReason: &stop,
 		Usage:      messagesUsage{InputTokens: max(words, 1), OutputTokens: wordCount(reply)},
 	}
@@ -163,7 +178,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, countOnly
 		s.writeJSON(w, mustMarshal(msg), pl.cutAfter >= 0)
 		return false
 	}
-	return s.streamMessage(w, r, &msg, &pl)
+	return s.streamMessage(w, r, &msg, reply, &pl)
 }
 
 // systemText reads "system": a string or an array of text blocks.
@@ -172,25 +187,34 @@ func systemText(raw json.RawMessage) (string, error) {
 }
 
 // streamMessage writes a Messages event stream: message_start,
-// content_block_start, a ping, one content_block_delta (text_delta) per
-// piece, content_block_stop, message_delta with the stop reason and the
-// output tokens, message_stop. A cut aborts it before message_stop.
-func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, msg *messageObject, pl *plan) (gone bool) {
+// content_block_start, a ping, one content_block_delta per piece of text
+// (text_delta, or input_json_delta of a tool_use block's input),
+// content_block_stop, message_delta with the stop reason and the output
+// tokens, message_stop. A cut aborts it before message_stop.
+func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, msg *messageObject, text string, pl *plan) (gone bool) {
 	ctx, ew := s.startStream(w, r)
 	defer ew.stop()
 	send := func(typ string, ev map[string]any) bool { return ew.typed(ctx, typ, ev) }
 	start := *msg
-	start.Content, start.StopReason = []messageBlock{}, nil
+	start.Content, start.StopReason = []any{}, nil
 	start.Usage.OutputTokens = 1
-	text := msg.Content[0].Text
+	var open any = messageBlock{Type: "text", Text: ""}
+	delta := func(piece string) map[string]string { return map[string]string{"type": "text_delta", "text": piece} }
+	if tu, ok := msg.Content[0].(toolUseBlock); ok {
+		tu.Input = json.RawMessage(`{}`)
+		open = tu
+		delta = func(piece string) map[string]string {
+			return map[string]string{"type": "input_json_delta", "partial_json": piece}
+		}
+	}
 	if !send("message_start", map[string]any{"message": start}) ||
-		!send("content_block_start", map[string]any{"index": 0, "content_block": messageBlock{Type: "text", Text: ""}}) ||
+		!send("content_block_start", map[string]any{"index": 0, "content_block": open}) ||
 		!send("ping", map[string]any{}) {
 		return true
 	}
 	pieces := split(text, pl.chunks)
 	if s.pace(ctx, w, ew, pl, len(pieces), func(k int) bool {
-		return send("content_block_delta", map[string]any{"index": 0, "delta": map[string]string{"type": "text_delta", "text": pieces[k]}})
+		return send("content_block_delta", map[string]any{"index": 0, "delta": delta(pieces[k])})
 	}) {
 		return true
 	}

@@ -1,6 +1,7 @@
 package mockllm
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 )
@@ -16,7 +17,7 @@ type responseObject struct {
 	Instructions       *string           `json:"instructions"`
 	MaxOutputTokens    *int              `json:"max_output_tokens"`
 	Model              string            `json:"model"`
-	Output             []responseItem    `json:"output"`
+	Output             []any             `json:"output"` // responseItem or functionCallItem
 	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
 	PreviousResponseID *string           `json:"previous_response_id"`
 	Store              bool              `json:"store"`
@@ -36,6 +37,16 @@ type responseItem struct {
 	Status  string         `json:"status"`
 	Role    string         `json:"role"`
 	Content []responsePart `json:"content"`
+}
+
+// functionCallItem is a function_call output item.
+type functionCallItem struct {
+	Type      string `json:"type"` // function_call
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Status    string `json:"status"`
 }
 
 type responsePart struct {
@@ -108,12 +119,18 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request, body []b
 	if req.Mock.Reply != nil {
 		reply = *req.Mock.Reply
 	}
+	var item any = responseItem{Type: "message", ID: "msg_" + hash, Status: "completed", Role: "assistant",
+		Content: []responsePart{{Type: "output_text", Text: reply, Annotations: []any{}, Logprobs: []any{}}}}
+	if wantsTool(req.Model) {
+		tc := newToolCall(hash, last, req.Tools)
+		reply = tc.args
+		item = functionCallItem{Type: "function_call", ID: "fc_" + tc.id, CallID: "call_" + tc.id, Name: tc.name, Arguments: tc.args, Status: "completed"}
+	}
 	out := wordCount(reply)
 	resp := responseObject{
 		ID: "resp_" + hash, Object: "response", CreatedAt: created, Status: "completed",
 		Instructions: rr.Instructions, MaxOutputTokens: rr.MaxOutputTokens, Model: req.Model,
-		Output: []responseItem{{Type: "message", ID: "msg_" + hash, Status: "completed", Role: "assistant",
-			Content: []responsePart{{Type: "output_text", Text: reply, Annotations: []any{}, Logprobs: []any{}}}}},
+		Output:            []any{item},
 		ParallelToolCalls: true, PreviousResponseID: rr.PreviousResponseID, Store: rr.Store == nil || *rr.Store,
 		Temperature: 1, Text: map[string]any{"format": map[string]string{"type": "text"}}, ToolChoice: "auto",
 		Tools: []any{}, TopP: 1, Truncation: "disabled", Metadata: map[string]string{},
@@ -141,8 +158,11 @@ func (s *Server) streamResponses(w http.ResponseWriter, r *http.Request, resp *r
 		return ew.typed(ctx, typ, ev)
 	}
 	pending := *resp
-	pending.Status, pending.Output, pending.Usage = "in_progress", []responseItem{}, nil
-	item := resp.Output[0]
+	pending.Status, pending.Output, pending.Usage = "in_progress", []any{}, nil
+	if fc, ok := resp.Output[0].(functionCallItem); ok {
+		return s.streamFunctionCall(ctx, w, ew, send, &pending, resp, fc, pl)
+	}
+	item := resp.Output[0].(responseItem)
 	open := item
 	open.Status, open.Content = "in_progress", []responsePart{}
 	loc := func(ev map[string]any) map[string]any {
@@ -164,6 +184,33 @@ func (s *Server) streamResponses(w http.ResponseWriter, r *http.Request, resp *r
 	if !send("response.output_text.done", loc(map[string]any{"text": reply, "logprobs": []any{}})) ||
 		!send("response.content_part.done", loc(map[string]any{"part": item.Content[0]})) ||
 		!send("response.output_item.done", map[string]any{"output_index": 0, "item": item}) {
+		return true
+	}
+	return !send("response.completed", map[string]any{"response": resp})
+}
+
+// streamFunctionCall writes the events of a response whose one output
+// item is fc: response.created, response.in_progress,
+// response.output_item.added (the call in_progress, arguments empty), one
+// response.function_call_arguments.delta per piece, its .done,
+// response.output_item.done and response.completed.
+func (s *Server) streamFunctionCall(ctx context.Context, w http.ResponseWriter, ew *eventWriter, send func(string, map[string]any) bool,
+	pending, resp *responseObject, fc functionCallItem, pl *plan) (gone bool) {
+	open := fc
+	open.Status, open.Arguments = "in_progress", ""
+	if !send("response.created", map[string]any{"response": pending}) ||
+		!send("response.in_progress", map[string]any{"response": pending}) ||
+		!send("response.output_item.added", map[string]any{"output_index": 0, "item": open}) {
+		return true
+	}
+	pieces := split(fc.Arguments, pl.chunks)
+	if s.pace(ctx, w, ew, pl, len(pieces), func(k int) bool {
+		return send("response.function_call_arguments.delta", map[string]any{"item_id": fc.ID, "output_index": 0, "delta": pieces[k]})
+	}) {
+		return true
+	}
+	if !send("response.function_call_arguments.done", map[string]any{"item_id": fc.ID, "output_index": 0, "arguments": fc.Arguments}) ||
+		!send("response.output_item.done", map[string]any{"output_index": 0, "item": fc}) {
 		return true
 	}
 	return !send("response.completed", map[string]any{"response": resp})

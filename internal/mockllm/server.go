@@ -166,6 +166,7 @@ type request struct {
 	Messages      []message       `json:"messages"`
 	Prompt        json.RawMessage `json:"prompt"`
 	Input         json.RawMessage `json:"input"`
+	Tools         json.RawMessage `json:"tools"`
 	Stream        bool            `json:"stream"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`

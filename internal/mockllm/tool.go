@@ -1,0 +1,149 @@
+package mockllm
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// defaultToolName is the function the mock calls when the request defines
+// no tool with a name.
+const defaultToolName = "mock_tool"
+
+// toolModel is the model name that makes the mock answer with a tool call;
+// so does any name ending in toolSuffix.
+const (
+	toolModel  = "mock-tool"
+	toolSuffix = "-tool"
+)
+
+// wantsTool reports whether model asks for a tool call instead of text.
+func wantsTool(model string) bool {
+	return model == toolModel || strings.HasSuffix(model, toolSuffix)
+}
+
+// toolCall is the one call a tool-calling answer makes. Everything in it
+// is derived from the request, so the same request always gets the same
+// call, streamed or not.
+type toolCall struct {
+	id   string // without the API's prefix (call_, fc_, toolu_)
+	name string
+	args string // a JSON object, compact
+}
+
+// newToolCall derives the call for a request whose hash is hash, whose
+// last user text is last and whose "tools" member is tools.
+func newToolCall(hash, last string, tools json.RawMessage) toolCall {
+	return toolCall{id: hash, name: firstToolName(tools), args: string(mustMarshal(map[string]string{"input": last}))}
+}
+
+// firstToolName is the name of the first tool in a request's tool list
+// that has one: chat's {"type":"function","function":{"name":...}}, or
+// the Responses and Messages APIs' {"name":...}. Hosted tools without a
+// name (web_search, ...) are skipped; with none left it is
+// defaultToolName.
+func firstToolName(raw json.RawMessage) string {
+	var tools []struct {
+		Name     string `json:"name"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(raw, &tools) != nil {
+		return defaultToolName
+	}
+	for _, t := range tools {
+		if t.Name != "" {
+			return t.Name
+		}
+		if t.Function.Name != "" {
+			return t.Function.Name
+		}
+	}
+	return defaultToolName
+}
+
+// chatChunk is one chat.completion.chunk of a streamed tool call.
+type chatChunk struct {
+	ID                string            `json:"id"`
+	Object            string            `json:"object"`
+	Created           int64             `json:"created"`
+	Model             string            `json:"model"`
+	SystemFingerprint string            `json:"system_fingerprint"`
+	Choices           []chatChunkChoice `json:"choices"`
+	Usage             *usage            `json:"usage,omitempty"`
+}
+
+type chatChunkChoice struct {
+	Index        int            `json:"index"`
+	Delta        map[string]any `json:"delta"`
+	Logprobs     *struct{}      `json:"logprobs"` // always null
+	FinishReason *string        `json:"finish_reason"`
+}
+
+// serveChatTool answers a chat request with tc in every choice,
+// finish_reason "tool_calls". Streamed, each choice gets a chunk with the
+// role, the call's id and name and empty arguments, then the arguments in
+// pl.chunks fragments, then the finish chunk, as OpenAI streams a call.
+func (s *Server) serveChatTool(w http.ResponseWriter, r *http.Request, req *request, pl *plan, id string, tc toolCall, words int) (gone bool) {
+	u := newUsage(words, wordCount(tc.args)*req.N)
+	call := chatToolCall{ID: "call_" + tc.id, Type: "function"}
+	call.Function.Name, call.Function.Arguments = tc.name, tc.args
+	if !req.Stream {
+		c := newChatCompletion(id, req, u)
+		for i := range c.Choices {
+			c.Choices[i] = chatChoice{Index: i, Message: chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}}, FinishReason: "tool_calls"}
+		}
+		s.writeJSON(w, mustMarshal(c), pl.cutAfter >= 0)
+		return false
+	}
+
+	ctx, ew := s.startStream(w, r)
+	defer ew.stop()
+	includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	send := func(choice int, delta map[string]any, finish *string) bool {
+		c := chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: req.Model, SystemFingerprint: fingerprint,
+			Choices: []chatChunkChoice{{Index: choice, Delta: delta, FinishReason: finish}}}
+		ew.buf = append(ew.buf[:0], "data: "...)
+		ew.buf = append(ew.buf, mustMarshal(c)...)
+		if includeUsage {
+			ew.buf = append(ew.buf[:len(ew.buf)-1], `,"usage":null}`...)
+		}
+		ew.buf = append(ew.buf, "\n\n"...)
+		return ew.send(ctx)
+	}
+	for i := range req.N {
+		first := map[string]any{"index": 0, "id": call.ID, "type": "function", "function": map[string]string{"name": tc.name, "arguments": ""}}
+		if !send(i, map[string]any{"role": "assistant", "content": nil, "refusal": nil, "tool_calls": []any{first}}, nil) {
+			return true
+		}
+	}
+	pieces := split(tc.args, pl.chunks)
+	if s.pace(ctx, w, ew, pl, len(pieces), func(k int) bool {
+		for i := range req.N {
+			frag := map[string]any{"index": 0, "function": map[string]string{"arguments": pieces[k]}}
+			if !send(i, map[string]any{"tool_calls": []any{frag}}, nil) {
+				return false
+			}
+		}
+		return true
+	}) {
+		return true
+	}
+	finish := "tool_calls"
+	for i := range req.N {
+		if !send(i, map[string]any{}, &finish) {
+			return true
+		}
+	}
+	if includeUsage {
+		c := chatChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: req.Model, SystemFingerprint: fingerprint,
+			Choices: []chatChunkChoice{}, Usage: &u}
+		ew.buf = append(append(append(ew.buf[:0], "data: "...), mustMarshal(c)...), "\n\n"...)
+		if !ew.send(ctx) {
+			return true
+		}
+	}
+	ew.buf = append(ew.buf[:0], "data: [DONE]\n\n"...)
+	return !ew.send(ctx)
+}
