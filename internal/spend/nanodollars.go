@@ -56,6 +56,31 @@ func (n Nanodollars) abs(minFrac int) string {
 	return s
 }
 
+// AppendUSD appends n.USD() to b, without allocating for the string.
+func (n Nanodollars) AppendUSD(b []byte) []byte {
+	u := uint64(n)
+	if n < 0 {
+		b = append(b, '-')
+		u = -u
+	}
+	b = strconv.AppendUint(b, u/uint64(Dollar), 10)
+	frac := u % uint64(Dollar)
+	if frac == 0 {
+		return b
+	}
+	var d [9]byte
+	for i := 8; i >= 0; i-- {
+		d[i] = byte('0' + frac%10)
+		frac /= 10
+	}
+	end := 9
+	for d[end-1] == '0' {
+		end--
+	}
+	b = append(b, '.')
+	return append(b, d[:end]...)
+}
+
 // MarshalJSON renders n as a JSON number of dollars, exactly
 // (0.000123), never in a float's rounding.
 func (n Nanodollars) MarshalJSON() ([]byte, error) { return []byte(n.USD()), nil }

@@ -74,7 +74,7 @@ func TestNanodollarsJSON(t *testing.T) {
 }
 
 func FuzzUSDRoundTrip(f *testing.F) {
-	for _, n := range []int64{0, 1, -1, 123_000, int64(Dollar), math.MaxInt64, math.MinInt64 + 1} {
+	for _, n := range []int64{0, 1, -1, 123_000, 1_500_000_000, int64(Dollar), math.MaxInt64, math.MinInt64 + 1} {
 		f.Add(n)
 	}
 	f.Fuzz(func(t *testing.T, n int64) {
@@ -82,6 +82,9 @@ func FuzzUSDRoundTrip(f *testing.F) {
 			return // its text is one past what ParseUSD accepts
 		}
 		s := Nanodollars(n).USD()
+		if a := string(Nanodollars(n).AppendUSD(nil)); a != s {
+			t.Fatalf("AppendUSD = %q, USD = %q", a, s)
+		}
 		back, err := ParseUSD(s)
 		if err != nil || back != Nanodollars(n) {
 			t.Fatalf("ParseUSD(%q) = %d, %v; want %d", s, back, err, n)
