@@ -26,6 +26,7 @@ import (
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/redact"
 	"github.com/corralhq/corral/internal/server"
+	"github.com/corralhq/corral/internal/spend"
 	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/telemetry/otlp"
 	"github.com/corralhq/corral/internal/tenant"
@@ -160,6 +161,11 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	if err != nil {
 		return nil, err
 	}
+	catalog, err := loadPrices(cfg, o.Demo)
+	if err != nil {
+		return nil, err
+	}
+	prices := spend.NewLive(catalog)
 	if o.CheckUpstream && cfg.UpstreamsFile == "" {
 		up, err := upstream.New(upstream.Options{BaseURL: cfg.UpstreamURL, APIKey: cfg.UpstreamAPIKey, Timeout: cfg.UpstreamTimeout})
 		if err != nil {
@@ -180,12 +186,20 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		Metrics:           m,
 		Tracing:           tp.TracerProvider(),
 		AdminToken:        cfg.AdminToken,
+		Prices:            prices,
 	}
-	if cfg.TenantsFile != "" || reloadUpstreams != nil {
-		// A reload re-reads both files and swaps in neither unless both
+	if cfg.TenantsFile != "" || reloadUpstreams != nil || cfg.PricesFile != "" {
+		// A reload re-reads every file and swaps in none unless all
 		// validate; calls already running finish on the upstreams they
 		// started with.
 		so.Reload = func() (*tenant.Registry, error) {
+			var cat *spend.Catalog
+			if cfg.PricesFile != "" {
+				var err error
+				if cat, err = loadPrices(cfg, o.Demo); err != nil {
+					return nil, err
+				}
+			}
 			var set *failover.Set
 			if reloadUpstreams != nil {
 				var err error
@@ -202,6 +216,9 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 			}
 			if set != nil {
 				router.Swap(set)
+			}
+			if cat != nil {
+				prices.Swap(cat)
 			}
 			return reg, nil
 		}

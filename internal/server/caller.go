@@ -13,7 +13,6 @@ import (
 	"github.com/corralhq/corral/internal/negcache"
 	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/upstream"
-	"github.com/corralhq/corral/internal/usage"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -79,6 +78,7 @@ var _ coalesce.Observer = observer{}
 func (o observer) Called(req *coalesce.Request, out coalesce.Outcome, err error, d time.Duration) {
 	outcome := "error"
 	var prompt, completion int
+	var answered *entry.Entry
 	switch {
 	case abandoned(err):
 		outcome = "canceled"
@@ -87,10 +87,11 @@ func (o observer) Called(req *coalesce.Request, out coalesce.Outcome, err error,
 	case out.Entry != nil:
 		outcome = negcache.Classify(out.Entry.Status).String()
 		prompt, completion = out.Entry.PromptTokens, out.Entry.CompletionTokens
+		answered = out.Entry
 	}
 	o.s.metrics.Upstream(req.Tenant, req.Model, outcome, d)
 	o.s.metrics.Tokens(req.Tenant, req.Model, prompt, completion)
-	o.s.usage.Add(req.Tenant, usage.Counters{UpstreamCalls: 1, TokensUsed: int64(prompt + completion)})
+	o.s.chargeCall(req.Tenant, req.Model, answered)
 }
 
 // TookOver counts a lock taken over from a leader that left.

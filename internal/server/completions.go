@@ -129,6 +129,7 @@ func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request, rec *logRec
 	rec.cache = sourceName(out.Source)
 	if out.Source == coalesce.Hit || out.Source == coalesce.Stale {
 		rec.saved = out.Entry.PromptTokens + out.Entry.CompletionTokens
+		s.noteSaved(rec, out.Entry)
 		c.stored.entry(out.Entry)
 	}
 	if out.Source == coalesce.Stale {
@@ -374,15 +375,19 @@ func (s *Server) account(rec *logRecord, c *call, f *coalesce.Flight, source coa
 	switch source {
 	case coalesce.Miss:
 		rec.prompt, rec.completion = e.PromptTokens, e.CompletionTokens
+		pa := s.priceEntry(e, rec.model)
+		rec.cost, rec.priceLabel = pa.cost, pa.label
 		if f.Ended() { // the upstream time is known when the flight ends
 			done, _ := f.Result()
 			rec.upstreamMS = float64(done.Upstream.Microseconds()) / 1000
 		}
 	case coalesce.Coalesced:
 		rec.saved = e.PromptTokens + e.CompletionTokens
+		s.noteSaved(rec, e)
 		s.metrics.Coalesced(c.t.ID, time.Since(joined))
 	default:
 		rec.saved = e.PromptTokens + e.CompletionTokens
+		s.noteSaved(rec, e)
 	}
 }
 

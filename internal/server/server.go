@@ -29,6 +29,7 @@ import (
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
+	"github.com/corralhq/corral/internal/spend"
 	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
@@ -102,6 +103,9 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Usage keeps per-tenant usage counters. Default: in memory.
 	Usage UsageRecorder
+	// Prices is the price catalog in force (a reload swaps it); nil or
+	// empty prices nothing: costs are 0 and every call is unpriced.
+	Prices *spend.Live
 	// AdminToken enables /admin/* with this bearer token; empty disables
 	// it. When set, /metrics (which carries tenant ids) needs it too.
 	AdminToken string
@@ -161,6 +165,7 @@ type Server struct {
 	limiter    ratelimit.Limiter
 	metrics    *metrics.Metrics
 	usage      UsageRecorder
+	prices     *spend.Live
 	adminToken string
 	reload     func() (*tenant.Registry, error)
 	reloadMu   sync.Mutex  // serialises reloads
@@ -202,6 +207,7 @@ func New(o Options) (*Server, error) {
 		limiter:    o.Limiter,
 		metrics:    o.Metrics,
 		usage:      o.Usage,
+		prices:     o.Prices,
 		adminToken: o.AdminToken,
 		reload:     o.Reload,
 		objects:    o.Objects,

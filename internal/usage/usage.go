@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +32,53 @@ type Counters struct {
 	UpstreamCalls int64
 	TokensUsed    int64
 	TokensSaved   int64
+	// CostNanos is what upstream calls cost, SavedNanos what HIT, STALE
+	// and COALESCED answers saved, in nano-dollars (internal/spend).
+	CostNanos  int64
+	SavedNanos int64
+	// UnpricedCalls counts upstream answers for a model without a price.
+	UnpricedCalls int64
+	// ByModel splits the tenant's figures by model: the price catalog's
+	// name for it, or "other", so the map stays as small as the catalog.
+	ByModel map[string]ModelCounters
 }
+
+// ModelCounters are one model's part of a tenant's usage.
+type ModelCounters struct {
+	Requests      int64
+	UpstreamCalls int64
+	InputTokens   int64
+	OutputTokens  int64
+	CostNanos     int64
+	SavedNanos    int64
+}
+
+func (m *ModelCounters) add(o ModelCounters) {
+	m.Requests += o.Requests
+	m.UpstreamCalls += o.UpstreamCalls
+	m.InputTokens += o.InputTokens
+	m.OutputTokens += o.OutputTokens
+	m.CostNanos += o.CostNanos
+	m.SavedNanos += o.SavedNanos
+}
+
+// modelFields maps ModelCounters to the suffixes of their Redis hash
+// fields ("model:<name>:<suffix>").
+func (m *ModelCounters) fields() []struct {
+	name string
+	v    *int64
+} {
+	return []struct {
+		name string
+		v    *int64
+	}{
+		{"requests", &m.Requests}, {"upstream_calls", &m.UpstreamCalls}, {"input_tokens", &m.InputTokens},
+		{"output_tokens", &m.OutputTokens}, {"cost_nanos", &m.CostNanos}, {"saved_nanos", &m.SavedNanos},
+	}
+}
+
+// modelFieldPrefix starts the hash fields of a model's counters.
+const modelFieldPrefix = "model:"
 
 func (c *Counters) add(o Counters) {
 	c.Requests += o.Requests
@@ -43,6 +90,17 @@ func (c *Counters) add(o Counters) {
 	c.UpstreamCalls += o.UpstreamCalls
 	c.TokensUsed += o.TokensUsed
 	c.TokensSaved += o.TokensSaved
+	c.CostNanos += o.CostNanos
+	c.SavedNanos += o.SavedNanos
+	c.UnpricedCalls += o.UnpricedCalls
+	for name, m := range o.ByModel {
+		if c.ByModel == nil {
+			c.ByModel = make(map[string]ModelCounters, len(o.ByModel))
+		}
+		cur := c.ByModel[name]
+		cur.add(m)
+		c.ByModel[name] = cur
+	}
 }
 
 // fields maps Counters to Redis hash fields, one place for both directions.
@@ -56,6 +114,54 @@ func (c *Counters) fields() []struct {
 	}{
 		{"requests", &c.Requests}, {"hits", &c.Hits}, {"coalesced", &c.Coalesced}, {"negative", &c.Negative}, {"stale", &c.Stale},
 		{"bypass", &c.Bypass}, {"upstream_calls", &c.UpstreamCalls}, {"tokens_used", &c.TokensUsed}, {"tokens_saved", &c.TokensSaved},
+		{"cost_nanos", &c.CostNanos}, {"saved_nanos", &c.SavedNanos}, {"unpriced_calls", &c.UnpricedCalls},
+	}
+}
+
+// increments lists every non-zero field of c as a hash field and its
+// increment, the models' included.
+func (c *Counters) increments(yield func(field string, n int64)) {
+	for _, f := range c.fields() {
+		if *f.v != 0 {
+			yield(f.name, *f.v)
+		}
+	}
+	for name, m := range c.ByModel {
+		for _, f := range m.fields() {
+			if *f.v != 0 {
+				yield(modelFieldPrefix+name+":"+f.name, *f.v)
+			}
+		}
+	}
+}
+
+// set reads one hash field into c; unknown fields are ignored.
+func (c *Counters) set(field, value string) {
+	var n int64
+	if _, err := fmt.Sscan(value, &n); err != nil {
+		return
+	}
+	if rest, ok := strings.CutPrefix(field, modelFieldPrefix); ok {
+		i := strings.LastIndexByte(rest, ':')
+		if i < 0 {
+			return
+		}
+		name, suffix := rest[:i], rest[i+1:]
+		var m ModelCounters
+		for _, f := range m.fields() {
+			if f.name == suffix {
+				*f.v = n
+				c.add(Counters{ByModel: map[string]ModelCounters{name: m}})
+				return
+			}
+		}
+		return
+	}
+	for _, f := range c.fields() {
+		if f.name == field {
+			*f.v = n
+			return
+		}
 	}
 }
 
@@ -86,7 +192,9 @@ func (m *Memory) Get(_ context.Context, tenant string) (Counters, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cur := m.m[tenant]; cur != nil {
-		return *cur, nil
+		var out Counters
+		out.add(*cur) // a copy: ByModel is not shared with the caller
+		return out, nil
 	}
 	return Counters{}, nil
 }
@@ -154,10 +262,8 @@ func (r *Redis) Get(ctx context.Context, tenant string) (Counters, error) {
 		return Counters{}, fmt.Errorf("usage: redis read: %w", err)
 	}
 	var c Counters
-	for _, f := range c.fields() {
-		if v, ok := vals[f.name]; ok {
-			_, _ = fmt.Sscan(v, f.v)
-		}
+	for field, v := range vals {
+		c.set(field, v)
 	}
 	local, _ := r.pending.Get(ctx, tenant)
 	c.add(local)
@@ -175,11 +281,7 @@ func (r *Redis) Flush(ctx context.Context) error {
 	defer cancel()
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for tenant, c := range batch {
-			for _, f := range c.fields() {
-				if *f.v != 0 {
-					p.HIncrBy(ctx, key(tenant), f.name, *f.v)
-				}
-			}
+			c.increments(func(field string, n int64) { p.HIncrBy(ctx, key(tenant), field, n) })
 		}
 		return nil
 	})
