@@ -257,6 +257,25 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		rec := usage.NewRedis(rdb, usage.RedisOptions{Logger: log})
 		gw.closers = append(gw.closers, func() { _ = rec.Close() })
 		so.Usage = rec
+		// Budgets: one script run per upstream call; spend made while
+		// Redis is away is flushed once it answers again, even for a
+		// tenant that makes no further call.
+		ledger := spend.NewRedisLedger(rdb, spend.LedgerOptions{})
+		so.Budgets = ledger
+		gw.closers = append(gw.closers, runOwned(func(ctx context.Context) {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					fctx, cancel := context.WithTimeout(ctx, time.Second)
+					ledger.Flush(fctx)
+					cancel()
+				}
+			}
+		}))
 		so.Limiter = ratelimit.NewFallback(
 			ratelimit.NewRedis(rdb, ratelimit.RedisOptions{Timeout: 250 * time.Millisecond}),
 			ratelimit.NewMemory(ratelimit.MemoryOptions{}), log, ratelimit.FallbackOptions{Breaker: health})
@@ -352,6 +371,8 @@ func tenantSpecs(cfg config.Config) ([]tenant.Spec, error) {
 				StaleIfError:         cfg.StaleIfError,
 				Cache:                t.Caches(),
 				DenyObjects:          t.DeniesObjects(),
+				Budget:               t.Budget(),
+				AllowUnmetered:       t.AllowsUnmetered(),
 			},
 		}
 		if t.CacheTTL != nil {

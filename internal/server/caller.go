@@ -91,7 +91,8 @@ func (o observer) Called(req *coalesce.Request, out coalesce.Outcome, err error,
 	}
 	o.s.metrics.Upstream(req.Tenant, req.Model, outcome, d)
 	o.s.metrics.Tokens(req.Tenant, req.Model, prompt, completion)
-	o.s.chargeCall(req.Tenant, req.Model, answered)
+	cost := o.s.chargeCall(req.Tenant, req.Model, answered)
+	o.s.settleBudget(context.Background(), req.Tenant, req.Tokens, cost)
 }
 
 // TookOver counts a lock taken over from a leader that left.

@@ -49,6 +49,9 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 	return func(w http.ResponseWriter, r *http.Request) {
 		rec := recordFrom(r.Context())
 		c, aerr := s.newCall(r, rec, format, endpoint)
+		if aerr == nil {
+			aerr = s.checkBudget(w, c.t, c.facts.Model)
+		}
 		if aerr != nil {
 			writeError(w, aerr)
 			return
@@ -177,6 +180,17 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 			return
 		}
 	}
+	if c.t.Budget.Set() {
+		// A BYPASS is relayed as it comes, its usage unread: its
+		// reservation, the priced estimate, is what it is charged.
+		fc := &flightCharge{s: s, t: c.t, estimate: s.estimateCost(c.facts.Model, c.facts.Estimate)}
+		if err := fc.Take(r.Context()); err != nil {
+			writeError(w, statusError(err))
+			return
+		}
+		defer s.settleBudget(context.WithoutCancel(r.Context()), c.t.ID, fc, fc.estimate)
+		recordFrom(r.Context()).cost = fc.estimate
+	}
 	recordFrom(r.Context()).cache = cacheBypass
 	setCacheHeaders(w.Header(), cacheBypass, nil, false, c.ctl, s.now())
 	req := upstream.Request{Method: http.MethodPost, Path: c.endpoint, RawQuery: c.query, Header: r.Header, Body: c.body}
@@ -291,6 +305,9 @@ func (s *Server) joinFlight(r *http.Request, c *call, req *coalesce.Request, spa
 		if c.t.TokensPerMinute > 0 {
 			tokens = &tenantTokens{s: s, t: c.t, estimate: c.facts.Estimate}
 			req.Tokens = tokens
+		}
+		if c.t.Budget.Set() {
+			req.Tokens = &flightCharge{s: s, t: c.t, tokens: tokens, estimate: s.estimateCost(c.facts.Model, c.facts.Estimate)}
 		}
 		return req
 	})

@@ -37,6 +37,10 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, _ := tenant.FromContext(r.Context())
+	if aerr := s.checkUnmetered(w, r, t, rel); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	acc := objects.Route(r.Method, rel)
 	req := upstream.Request{
 		Method:   r.Method,

@@ -106,6 +106,9 @@ type Options struct {
 	// Prices is the price catalog in force (a reload swaps it); nil or
 	// empty prices nothing: costs are 0 and every call is unpriced.
 	Prices *spend.Live
+	// Budgets keeps tenants' spend against their budgets: in Redis in
+	// distributed mode (spend.NewRedisLedger). Default: in process.
+	Budgets *spend.Ledger
 	// AdminToken enables /admin/* with this bearer token; empty disables
 	// it. When set, /metrics (which carries tenant ids) needs it too.
 	AdminToken string
@@ -166,6 +169,7 @@ type Server struct {
 	metrics    *metrics.Metrics
 	usage      UsageRecorder
 	prices     *spend.Live
+	budgets    *spend.Ledger
 	adminToken string
 	reload     func() (*tenant.Registry, error)
 	reloadMu   sync.Mutex  // serialises reloads
@@ -208,6 +212,7 @@ func New(o Options) (*Server, error) {
 		metrics:    o.Metrics,
 		usage:      o.Usage,
 		prices:     o.Prices,
+		budgets:    o.Budgets,
 		adminToken: o.AdminToken,
 		reload:     o.Reload,
 		objects:    o.Objects,
@@ -224,6 +229,9 @@ func New(o Options) (*Server, error) {
 	s.stopped, s.stopNow = context.WithCancel(context.Background())
 	if s.usage == nil {
 		s.usage = usage.NewMemory()
+	}
+	if s.budgets == nil {
+		s.budgets = spend.NewMemoryLedger(spend.LedgerOptions{Now: s.now})
 	}
 	if s.limiter == nil {
 		s.limiter = ratelimit.NewMemory(ratelimit.MemoryOptions{})

@@ -37,7 +37,7 @@ func (s *Server) priceEntry(e *entry.Entry, requested string) pricedAnswer {
 
 // chargeCall counts one upstream call that answered e: its cost, or an
 // unpriced call, in the usage counters and the cost metric.
-func (s *Server) chargeCall(tenant, requested string, e *entry.Entry) {
+func (s *Server) chargeCall(tenant, requested string, e *entry.Entry) spend.Nanodollars {
 	c := usage.Counters{UpstreamCalls: 1}
 	label := spend.OtherModel
 	if e != nil {
@@ -56,6 +56,7 @@ func (s *Server) chargeCall(tenant, requested string, e *entry.Entry) {
 		}}
 	}
 	s.usage.Add(tenant, c)
+	return spend.Nanodollars(c.CostNanos)
 }
 
 // modelLabel is the catalog's name for a request's model, for the usage

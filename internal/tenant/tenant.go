@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/corralhq/corral/internal/spend"
 )
 
 // Tenant is one team behind the gateway and its policy.
@@ -58,6 +60,12 @@ type Policy struct {
 	// DenyObjects refuses every request that reads, lists, changes or
 	// creates a stored object (stored_objects: deny).
 	DenyObjects bool
+	// Budget caps the tenant's upstream spend per UTC day and month; zero
+	// = none. A budgeted tenant may call only priced models.
+	Budget spend.Limits
+	// AllowUnmetered lets a budgeted tenant make proxied POSTs Corral
+	// cannot price (unmetered_endpoints: allow).
+	AllowUnmetered bool
 }
 
 // Allows reports whether the tenant may use model.
