@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,3 +141,69 @@ func TestBudgetRefusalSDKsMakeOneRequest(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestBudgetHoldsAcrossInstances: 3 instances on one redis-server, a tenant
+// with a $0.01 day budget, 300 distinct prompts at once, spread over the
+// instances. Each call costs $0.00024 and reserves its estimate first (body
+// bytes / 4 + max_tokens, at the output price: at least its cost). A call
+// is admitted only while spent + reserved < $0.01, and every admitted call
+// is covered by its reservation, so the budget is overrun by at most the
+// last admitted call: spent ≤ $0.01 + one call's estimate. Every refusal is
+// 429 insufficient_quota with x-should-retry: false, and only admitted
+// calls reach the upstream.
+func TestBudgetHoldsAcrossInstances(t *testing.T) {
+	var calls atomic.Int64
+	h, rs := distributed(t, 3, withPrices, withCapped(spend.Cent, &calls))
+	ctx := context.Background()
+	const n = 300
+	body := func(i int) string {
+		return `{"model":"gpt-4o-mini","max_tokens":400,"messages":[{"role":"user","content":"distinct prompt ` + strconv.Itoa(i) + `"}]}`
+	}
+	estimate := h.srv.estimateCost("gpt-4o-mini", len(body(100))/4+400)
+	if estimate < 240_000 {
+		t.Fatalf("estimate %s is below a call's cost: the bound below would not hold", estimate)
+	}
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			answers[i] = send(ctx, h.bases()[i%3], cappedKey, body(i))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	var ok, refused int
+	for i, a := range answers {
+		switch {
+		case a.status == 200:
+			ok++
+		case a.status == http.StatusTooManyRequests && strings.Contains(a.body, `"code":"insufficient_quota"`) &&
+			a.header.Get("X-Should-Retry") == "false" && a.header.Get("Retry-After") == "" && a.header.Get("X-Corral-Cache") == "":
+			refused++
+		default:
+			t.Errorf("request %d: %d %v %s", i, a.status, a.header, a.body)
+		}
+	}
+	st, err := spend.NewRedisLedger(rs.Client(), spend.LedgerOptions{}).Read(ctx, "capped", spend.Limits{Day: spend.Cent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent := st[0].Spent
+	t.Logf("%d answered, %d refused, spent %s of %s (estimate %s)", ok, refused, spent, spend.Cent, estimate)
+	if got := calls.Load(); got != int64(ok) {
+		t.Errorf("upstream calls = %d; want %d, the answered requests only", got, ok)
+	}
+	if spent != spend.Nanodollars(ok)*240_000 || st[0].Reserved != 0 {
+		t.Errorf("spent %s reserved %s; want %d calls × $0.00024 and nothing reserved", spent, st[0].Reserved, ok)
+	}
+	if spent > spend.Cent+estimate {
+		t.Errorf("spent %s; want at most the budget plus one call's estimate, %s", spent, spend.Cent+estimate)
+	}
+	if spent < spend.Cent || refused == 0 {
+		t.Errorf("spent %s with %d refusals; want the budget reached and the rest refused", spent, refused)
+	}
+}
