@@ -126,3 +126,16 @@ func ExampleCatalog_Cost() {
 	fmt.Println(cost)
 	// Output: $0.00024
 }
+
+// TestLabelBoundsTheModelSeries: 10,000 distinct client model names map to
+// the catalog's names or "other", so the metrics' model label stays bounded.
+func TestLabelBoundsTheModelSeries(t *testing.T) {
+	labels := map[string]bool{}
+	for i := range 10_000 {
+		labels[catalog.Label("gpt-4o-mini-client-"+strconv.Itoa(i))] = true
+		labels[catalog.Label("invented-"+strconv.Itoa(i))] = true
+	}
+	if len(labels) > catalog.Len()+1 {
+		t.Fatalf("%d distinct labels: %v; want at most the catalog's %d names and other", len(labels), labels, catalog.Len())
+	}
+}
