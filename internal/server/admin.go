@@ -22,6 +22,7 @@ var hashPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 func (s *Server) adminRoutes(r chi.Router) {
 	r.Use(s.adminAuth)
 	r.Get("/tenants/{id}/usage", s.handleUsage)
+	r.Get("/usage", s.handleUsageDays)
 	r.Delete("/cache/{tenant}", s.handlePurgeTenant)
 	r.Delete("/cache/{tenant}/{key}", s.handlePurgeKey)
 	r.Post("/reload", s.handleReload)

@@ -144,6 +144,9 @@ type Store interface {
 type UsageRecorder interface {
 	Add(tenant string, c usage.Counters)
 	Get(ctx context.Context, tenant string) (usage.Counters, error)
+	// Days returns the per-day, per-model rows of tenants between two
+	// UTC days, inclusive.
+	Days(ctx context.Context, tenants []string, from, to time.Time) ([]usage.DayRow, error)
 }
 
 // Server handles Corral's HTTP requests.
@@ -228,7 +231,7 @@ func New(o Options) (*Server, error) {
 	}
 	s.stopped, s.stopNow = context.WithCancel(context.Background())
 	if s.usage == nil {
-		s.usage = usage.NewMemory()
+		s.usage = usage.NewMemoryAt(s.now)
 	}
 	if s.budgets == nil {
 		s.budgets = spend.NewMemoryLedger(spend.LedgerOptions{Now: s.now})

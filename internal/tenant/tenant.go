@@ -166,6 +166,16 @@ func (r *Registry) Get(id string) (*Tenant, bool) {
 // Len is the number of tenants.
 func (r *Registry) Len() int { return len(r.byID) }
 
+// IDs returns every tenant's id, sorted.
+func (r *Registry) IDs() []string {
+	ids := make([]string, 0, len(r.byID))
+	for id := range r.byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
 // HashKey returns the hex SHA-256 of a key, as the tenants file stores it.
 func HashKey(key string) string {
 	d := sha256.Sum256([]byte(key))

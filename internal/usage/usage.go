@@ -168,12 +168,19 @@ func (c *Counters) set(field, value string) {
 // Memory keeps counters in process. The map is bounded by the tenants of
 // the tenants file, the only ids the server ever passes.
 type Memory struct {
-	mu sync.Mutex // protects m
-	m  map[string]*Counters
+	now  func() time.Time
+	mu   sync.Mutex // protects m and days
+	m    map[string]*Counters
+	days map[dayKey]ModelCounters // per UTC day and model, RetentionDays kept
 }
 
-// NewMemory returns empty counters.
-func NewMemory() *Memory { return &Memory{m: make(map[string]*Counters)} }
+// NewMemory returns empty counters on the wall clock.
+func NewMemory() *Memory { return NewMemoryAt(time.Now) }
+
+// NewMemoryAt returns empty counters whose days follow now.
+func NewMemoryAt(now func() time.Time) *Memory {
+	return &Memory{now: now, m: make(map[string]*Counters), days: make(map[dayKey]ModelCounters)}
+}
 
 // Add adds c to tenant's counters.
 func (m *Memory) Add(tenant string, c Counters) {
@@ -185,6 +192,7 @@ func (m *Memory) Add(tenant string, c Counters) {
 		m.m[tenant] = cur
 	}
 	cur.add(c)
+	addDaysLocked(m.days, tenant, Day(m.now()), c)
 }
 
 // Get returns tenant's counters.
@@ -200,12 +208,33 @@ func (m *Memory) Get(_ context.Context, tenant string) (Counters, error) {
 }
 
 // take removes and returns every tenant's counters.
-func (m *Memory) take() map[string]*Counters {
+func (m *Memory) take() (map[string]*Counters, map[dayKey]ModelCounters) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := m.m
+	out, days := m.m, m.days
 	m.m = make(map[string]*Counters, len(out))
-	return out
+	m.days = make(map[dayKey]ModelCounters, len(days))
+	return out, days
+}
+
+// restore puts back counters a failed flush took, on the days they were
+// counted.
+func (m *Memory) restore(batch map[string]*Counters, days map[dayKey]ModelCounters) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for tenant, c := range batch {
+		cur := m.m[tenant]
+		if cur == nil {
+			cur = &Counters{}
+			m.m[tenant] = cur
+		}
+		cur.add(*c)
+	}
+	for k, mc := range days {
+		cur := m.days[k]
+		cur.add(mc)
+		m.days[k] = cur
+	}
 }
 
 // KeyPrefix starts every usage hash: corral:v1:usage:{<tenant>}.
@@ -219,7 +248,10 @@ type RedisOptions struct {
 	Interval time.Duration
 	// OpTimeout bounds one flush or read. Default 500ms.
 	OpTimeout time.Duration
-	Logger    *slog.Logger
+	// Now is the clock that names the UTC day of each count. Default
+	// time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Redis adds locally and flushes to Redis. Its flusher goroutine stops on
@@ -244,7 +276,10 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Redis{rdb: rdb, opts: opts, pending: NewMemory(), stop: make(chan struct{}), done: make(chan struct{})}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	r := &Redis{rdb: rdb, opts: opts, pending: NewMemoryAt(opts.Now), stop: make(chan struct{}), done: make(chan struct{})}
 	go r.loop()
 	return r
 }
@@ -273,22 +308,31 @@ func (r *Redis) Get(ctx context.Context, tenant string) (Counters, error) {
 // Flush writes the unflushed counters now. On failure they are kept for
 // the next flush.
 func (r *Redis) Flush(ctx context.Context) error {
-	batch := r.pending.take()
-	if len(batch) == 0 {
+	batch, days := r.pending.take()
+	if len(batch) == 0 && len(days) == 0 {
 		return nil
 	}
+	// Retention: the day that just aged out of each tenant's window goes
+	// (durable keys carry no TTL).
+	expired := Day(r.opts.Now().AddDate(0, 0, -RetentionDays))
 	ctx, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
 	defer cancel()
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for tenant, c := range batch {
 			c.increments(func(field string, n int64) { p.HIncrBy(ctx, key(tenant), field, n) })
+			p.Unlink(ctx, dayKeyName(tenant, expired))
+		}
+		for k, mc := range days {
+			for _, f := range mc.fields() {
+				if *f.v != 0 {
+					p.HIncrBy(ctx, dayKeyName(k.tenant, k.day), k.model+"\x00"+f.name, *f.v)
+				}
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		for tenant, c := range batch {
-			r.pending.Add(tenant, *c) // kept for the next flush
-		}
+		r.pending.restore(batch, days) // kept for the next flush
 		return fmt.Errorf("usage: redis flush: %w", err)
 	}
 	return nil
