@@ -207,3 +207,42 @@ func TestBudgetHoldsAcrossInstances(t *testing.T) {
 		t.Errorf("spent %s with %d refusals; want the budget reached and the rest refused", spent, refused)
 	}
 }
+
+// TestBudgetServesCoalescedFollowers: followers of a call admitted before
+// the budget ran out get its answer (COALESCED, with what it saved them),
+// although the call spends the whole budget; a new prompt is then refused.
+func TestBudgetServesCoalescedFollowers(t *testing.T) {
+	var calls atomic.Int64
+	gate := make(chan struct{})
+	h := newHarness(t, withPrices, withCapped(240_000, &calls), func(o *harnessOptions) {
+		inner := o.wrapUpstream
+		o.wrapUpstream = func(next http.Handler) http.Handler {
+			up := inner(next)
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				<-gate
+				up.ServeHTTP(w, r)
+			})
+		}
+	})
+	ctx := context.Background()
+	answers := make(chan answer, 3)
+	for range 3 {
+		go func() { answers <- send(ctx, h.gw.URL, cappedKey, cappedChat("shared")) }()
+	}
+	waitFor(t, func() bool { return h.srv.groupFor("capped").Stats().Joined == 2 })
+	close(gate)
+	got := map[string]int{}
+	for range 3 {
+		a := <-answers
+		if a.status != 200 {
+			t.Fatalf("%d %s", a.status, a.body)
+		}
+		got[a.header.Get("X-Corral-Cache")]++
+	}
+	if got["MISS"] != 1 || got["COALESCED"] != 2 || calls.Load() != 1 {
+		t.Errorf("answers %v after %d upstream calls; want 1 MISS, 2 COALESCED, 1 call", got, calls.Load())
+	}
+	if a := send(ctx, h.gw.URL, cappedKey, cappedChat("new")); a.status != http.StatusTooManyRequests {
+		t.Errorf("a new prompt over budget: %d; want 429", a.status)
+	}
+}
