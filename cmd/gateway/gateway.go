@@ -27,6 +27,7 @@ import (
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/redact"
 	"github.com/corralhq/corral/internal/server"
+	"github.com/corralhq/corral/internal/spend"
 	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/telemetry/otlp"
 	"github.com/corralhq/corral/internal/tenant"
@@ -171,6 +172,11 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		return nil, err
 	}
 	m.KnownModels(knownModels(router, allowed))
+	catalog, err := loadPrices(cfg, o.Demo)
+	if err != nil {
+		return nil, err
+	}
+	prices := spend.NewLive(catalog)
 	if o.CheckUpstream && cfg.UpstreamsFile == "" {
 		up, err := upstream.New(upstream.Options{BaseURL: cfg.UpstreamURL, APIKey: cfg.UpstreamAPIKey, Timeout: cfg.UpstreamTimeout})
 		if err != nil {
@@ -191,12 +197,20 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		Metrics:           m,
 		Tracing:           tp.TracerProvider(),
 		AdminToken:        cfg.AdminToken,
+		Prices:            prices,
 	}
-	if cfg.TenantsFile != "" || reloadUpstreams != nil {
-		// A reload re-reads both files and swaps in neither unless both
+	if cfg.TenantsFile != "" || reloadUpstreams != nil || cfg.PricesFile != "" {
+		// A reload re-reads every file and swaps in none unless all
 		// validate; calls already running finish on the upstreams they
 		// started with.
 		so.Reload = func() (*tenant.Registry, error) {
+			var cat *spend.Catalog
+			if cfg.PricesFile != "" {
+				var err error
+				if cat, err = loadPrices(cfg, o.Demo); err != nil {
+					return nil, err
+				}
+			}
 			var set *failover.Set
 			if reloadUpstreams != nil {
 				var err error
@@ -213,6 +227,9 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 			}
 			if set != nil {
 				router.Swap(set)
+			}
+			if cat != nil {
+				prices.Swap(cat)
 			}
 			m.KnownModels(knownModels(router, allowed))
 			return reg, nil
@@ -254,6 +271,25 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		rec := usage.NewRedis(rdb, usage.RedisOptions{Logger: log})
 		gw.closers = append(gw.closers, func() { _ = rec.Close() })
 		so.Usage = rec
+		// Budgets: one script run per upstream call; spend made while
+		// Redis is away is flushed once it answers again, even for a
+		// tenant that makes no further call.
+		ledger := spend.NewRedisLedger(rdb, spend.LedgerOptions{})
+		so.Budgets = ledger
+		gw.closers = append(gw.closers, runOwned(func(ctx context.Context) {
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					fctx, cancel := context.WithTimeout(ctx, time.Second)
+					ledger.Flush(fctx)
+					cancel()
+				}
+			}
+		}))
 		so.Limiter = ratelimit.NewFallback(
 			ratelimit.NewRedis(rdb, ratelimit.RedisOptions{Timeout: 250 * time.Millisecond}),
 			ratelimit.NewMemory(ratelimit.MemoryOptions{}), log, ratelimit.FallbackOptions{Breaker: health})
@@ -361,6 +397,8 @@ func tenantSpecs(cfg config.Config) ([]tenant.Spec, error) {
 				StaleIfError:         cfg.StaleIfError,
 				Cache:                t.Caches(),
 				DenyObjects:          t.DeniesObjects(),
+				Budget:               t.Budget(),
+				AllowUnmetered:       t.AllowsUnmetered(),
 			},
 		}
 		if t.CacheTTL != nil {

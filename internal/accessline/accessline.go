@@ -34,6 +34,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/corralhq/corral/internal/jsonstr"
+	"github.com/corralhq/corral/internal/spend"
 	"github.com/corralhq/corral/internal/telemetry"
 )
 
@@ -59,9 +60,14 @@ type Line struct {
 	// Prompt and Completion are logged, both, when their sum is positive.
 	Prompt     int
 	Completion int
-	Saved      int    // logged when positive
-	Bypass     string // optional, logged as bypass_reason
-	Err        string // optional, logged as error
+	Saved      int // logged when positive
+	// CostUSD is what this request's upstream call cost, SavedUSD what a
+	// HIT, STALE or COALESCED answer saved; each logged, as an exact
+	// decimal number of dollars, when positive.
+	CostUSD  spend.Nanodollars
+	SavedUSD spend.Nanodollars
+	Bypass   string // optional, logged as bypass_reason
+	Err      string // optional, logged as error
 }
 
 // Attrs appends the line's attributes, in the line's order, to dst.
@@ -95,6 +101,12 @@ func (l *Line) Attrs(dst []slog.Attr) []slog.Attr {
 	if l.Saved > 0 {
 		dst = append(dst, slog.Int("saved_tokens", l.Saved))
 	}
+	if l.CostUSD > 0 {
+		dst = append(dst, slog.Any("cost_usd", l.CostUSD)) // its MarshalJSON: exact, never a float
+	}
+	if l.SavedUSD > 0 {
+		dst = append(dst, slog.Any("saved_usd", l.SavedUSD))
+	}
 	if l.Bypass != "" {
 		dst = append(dst, slog.String("bypass_reason", l.Bypass))
 	}
@@ -107,7 +119,7 @@ func (l *Line) Attrs(dst []slog.Attr) []slog.Attr {
 // Record is the line as a slog record at time t and level, for any
 // slog.Handler.
 func (l *Line) Record(t time.Time, level slog.Level) slog.Record {
-	var buf [12]slog.Attr
+	var buf [16]slog.Attr
 	r := slog.NewRecord(t, level, Message, 0)
 	r.AddAttrs(l.Attrs(buf[:0])...)
 	return r
@@ -233,6 +245,14 @@ func Append(b []byte, t time.Time, level slog.Level, l *Line, sc trace.SpanConte
 	if l.Saved > 0 {
 		b = append(b, `,"saved_tokens":`...)
 		b = appendInt(b, int64(l.Saved))
+	}
+	if l.CostUSD > 0 {
+		b = append(b, `,"cost_usd":`...)
+		b = l.CostUSD.AppendUSD(b)
+	}
+	if l.SavedUSD > 0 {
+		b = append(b, `,"saved_usd":`...)
+		b = l.SavedUSD.AppendUSD(b)
 	}
 	if l.Bypass != "" {
 		b = append(b, `,"bypass_reason":"`...)

@@ -8,9 +8,11 @@ import (
 	"time"
 )
 
-// codecV1 is the first byte of every encoded entry: a magic number and the
-// format version in one. A value starting with anything else is ErrCorrupt,
-// which is also how a future version looks to this code.
+// codecV1 and codecV2 are the first byte of an encoded entry: a magic
+// number and the format version in one. A value starting with anything
+// else is ErrCorrupt, which is also how a future version looks to this
+// code. Marshal writes v2; Unmarshal reads both, so entries stored before
+// v2 keep serving (their cached tokens and model are unknown: zero and "").
 //
 // Format v1, after the byte (varint = zig-zag signed, uvarint = unsigned,
 // both as in encoding/binary; str = uvarint length + bytes):
@@ -24,16 +26,25 @@ import (
 //	           str name, uvarint number of values, str per value
 //	str      Body (raw bytes)
 //
+// Format v2 is v1 with three fields after CompletionTokens:
+//
+//	varint   CachedTokens
+//	varint   CacheWriteTokens
+//	str      Model
+//
 // Nothing may follow the body. A varint-encoded Status and token counts take
 // 2-3 bytes each, so a typical entry costs about 30 bytes plus its header
 // strings over its body; JSON with a base64 body would cost a third more.
-const codecV1 byte = 0xC1
+const (
+	codecV1 byte = 0xC1
+	codecV2 byte = 0xC2
+)
 
 // Marshal encodes e in the current format. A zero StoredAt round-trips; so
 // does the Unix epoch itself, which decodes as the zero time.
 func Marshal(e *Entry) []byte {
 	names := make([]string, 0, len(e.Header))
-	size := 1 + 5*binary.MaxVarintLen64 + binary.MaxVarintLen64 // fixed fields + header count
+	size := 1 + 8*binary.MaxVarintLen64 + len(e.Model) + binary.MaxVarintLen64 // fixed fields + header count
 	for name, vs := range e.Header {
 		names = append(names, name)
 		size += 2*binary.MaxVarintLen64 + len(name)
@@ -45,7 +56,7 @@ func Marshal(e *Entry) []byte {
 	size += binary.MaxVarintLen64 + len(e.Body)
 
 	b := make([]byte, 0, size)
-	b = append(b, codecV1)
+	b = append(b, codecV2)
 	b = binary.AppendVarint(b, int64(e.Status))
 	var storedAt int64
 	if !e.StoredAt.IsZero() {
@@ -55,6 +66,9 @@ func Marshal(e *Entry) []byte {
 	b = binary.AppendVarint(b, int64(e.TTL))
 	b = binary.AppendVarint(b, int64(e.PromptTokens))
 	b = binary.AppendVarint(b, int64(e.CompletionTokens))
+	b = binary.AppendVarint(b, int64(e.CachedTokens))
+	b = binary.AppendVarint(b, int64(e.CacheWriteTokens))
+	b = appendString(b, e.Model)
 	b = binary.AppendUvarint(b, uint64(len(names)))
 	for _, name := range names {
 		b = appendString(b, name)
@@ -85,7 +99,8 @@ func Unmarshal(data []byte) (*Entry, error) {
 	if len(data) == 0 {
 		return nil, corrupt("empty value")
 	}
-	if v := d.byte(); v != codecV1 {
+	v := d.byte()
+	if v != codecV1 && v != codecV2 {
 		return nil, corrupt(fmt.Sprintf("unknown version byte 0x%02x", v))
 	}
 	e := &Entry{
@@ -97,6 +112,11 @@ func Unmarshal(data []byte) (*Entry, error) {
 	e.TTL = time.Duration(d.varint())
 	e.PromptTokens = d.int()
 	e.CompletionTokens = d.int()
+	if v == codecV2 {
+		e.CachedTokens = d.int()
+		e.CacheWriteTokens = d.int()
+		e.Model = d.string()
+	}
 
 	// Each header name takes at least two bytes (its length and its value
 	// count) and each value at least one, so counts above that are corrupt

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"net/http"
 	"testing"
@@ -37,6 +38,10 @@ func TestCodecRoundtrip(t *testing.T) {
 			CompletionTokens: -(1 << 30),
 		}},
 		{"64 KiB body", &Entry{Status: 200, Body: bytes.Repeat([]byte{'z'}, 64<<10)}},
+		{"cache reads, writes and model", &Entry{
+			Status: 200, Body: []byte("{}"), PromptTokens: 3050, CompletionTokens: 300,
+			CachedTokens: 2000, CacheWriteTokens: 1000, Model: "claude-sonnet-4-5-20250929",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,6 +65,26 @@ var equateEmptyHeader = cmp.Transformer("header", func(h http.Header) map[string
 	return h
 })
 
+// TestUnmarshalReadsV1: entries stored before v2 keep serving, with no
+// cached tokens and no model.
+func TestUnmarshalReadsV1(t *testing.T) {
+	b := []byte{codecV1}
+	for _, v := range []int64{200, 0, int64(time.Minute), 12, 5} { // status, stored at, TTL, tokens
+		b = binary.AppendVarint(b, v)
+	}
+	b = binary.AppendUvarint(b, 0) // no headers
+	b = binary.AppendUvarint(b, 2)
+	b = append(b, "{}"...)
+	got, err := Unmarshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Entry{Status: 200, TTL: time.Minute, PromptTokens: 12, CompletionTokens: 5, Body: []byte("{}")}
+	if diff := cmp.Diff(want, got, equateEmptyHeader); diff != "" {
+		t.Errorf("v1 entry (-want +got):\n%s", diff)
+	}
+}
+
 func TestCodecBodyAliasesInputWithoutSpareCapacity(t *testing.T) {
 	data := Marshal(&Entry{Body: []byte("abc")})
 	e, err := Unmarshal(data)
@@ -79,7 +104,7 @@ func TestUnmarshalCorrupt(t *testing.T) {
 		give []byte
 	}{
 		{"nil", nil},
-		{"unknown version", append([]byte{0xC2}, valid[1:]...)},
+		{"unknown version", append([]byte{0xC3}, valid[1:]...)},
 		{"JSON", []byte(`{"status":200}`)},
 		{"only the version", []byte{codecV1}},
 		{"truncated in the fixed fields", valid[:4]},

@@ -56,7 +56,7 @@ func (c *Coalescer) call(ctx context.Context, req *Request, k keys, st *state, p
 	switch negcache.Decide(resp.Status, body, resp.Changed) {
 	case negcache.StorePositive:
 		u := req.Format.Usage(body)
-		e.PromptTokens, e.CompletionTokens = u.Prompt, u.Completion
+		setUsage(e, u)
 		c.charge(sctx, req, u)
 		if resp.Finished != nil {
 			resp.Finished(body, u)
@@ -171,13 +171,16 @@ func answerEntry(body []byte, u wire.Usage, h map[string][]string) *entry.Entry 
 	if v := h[upstreamHeader]; len(v) > 0 {
 		header[upstreamHeader] = v
 	}
-	return &entry.Entry{
-		Status:           200,
-		Header:           header,
-		Body:             body,
-		PromptTokens:     u.Prompt,
-		CompletionTokens: u.Completion,
-	}
+	e := &entry.Entry{Status: 200, Header: header, Body: body}
+	setUsage(e, u)
+	return e
+}
+
+// setUsage keeps an answer's usage in its entry, for tokens/min and the
+// savings of the hits it will serve.
+func setUsage(e *entry.Entry, u wire.Usage) {
+	e.PromptTokens, e.CompletionTokens = u.Prompt, u.Completion
+	e.CachedTokens, e.CacheWriteTokens, e.Model = u.Cached, u.CacheWrite, u.Model
 }
 
 // publish copies the flight's record into the live stream for followers

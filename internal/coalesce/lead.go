@@ -87,6 +87,11 @@ func (c *Coalescer) run(ctx context.Context, req *Request, st *state) (Outcome, 
 	err = req.Leaders.Acquire(wctx, 1)
 	cancel()
 	if err != nil {
+		// What Take reserved for a call that will not happen goes back
+		// (a budget reservation), where the Tokens can give it back.
+		if rel, ok := req.Tokens.(interface{ Release(context.Context) }); ok {
+			rel.Release(ctx)
+		}
 		if ctx.Err() != nil {
 			return Outcome{}, context.Cause(ctx)
 		}

@@ -31,6 +31,7 @@ type Config struct {
 	RedisSentinelMaster string        `env:"CORRAL_REDIS_SENTINEL_MASTER" doc:"master name: CORRAL_REDIS_URL's hosts (same form) are Sentinels of that master; not with CORRAL_REDIS_CLUSTER"`
 	TenantsFile         string        `env:"CORRAL_TENANTS_FILE" doc:"tenants file (YAML; JSON is valid YAML); empty = no tenants, every request 401"`
 	UpstreamsFile       string        `env:"CORRAL_UPSTREAMS_FILE" doc:"upstreams file (YAML): several upstreams with routing and failover; empty = the one upstream of CORRAL_UPSTREAM_URL"`
+	PricesFile          string        `env:"CORRAL_PRICES_FILE" doc:"prices file (YAML): USD per million tokens per model glob, for cost_usd, saved_usd and budgets; empty = nothing priced (the demo prices the mock's models); see deploy/prices.yaml"`
 	UpstreamURL         string        `env:"CORRAL_UPSTREAM_URL" envDefault:"https://api.openai.com/v1" doc:"upstream base URL, including its /v1; checked once at start-up with GET /models (a failure is only a warning)"`
 	UpstreamAPIKey      string        `env:"CORRAL_UPSTREAM_API_KEY" docDefault:"OPENAI_API_KEY" doc:"key Corral sends upstream; clients never see it"`
 	AllowDemoKey        bool          `env:"CORRAL_ALLOW_DEMO_KEY" envDefault:"false" doc:"true = start although a tenant accepts the public demo key sk-corral-demo while an upstream key is set (refused otherwise: anyone could spend that key)"`

@@ -11,6 +11,8 @@ import (
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/corralhq/corral/internal/spend"
 )
 
 // DefaultMaxLeaders is a tenant's concurrent upstream calls per instance
@@ -53,7 +55,25 @@ type TenantSpec struct {
 	// StoredObjects is "isolated" (default: the tenant reaches only the
 	// stored objects it created) or "deny" (no stored objects at all).
 	StoredObjects string `yaml:"stored_objects"`
+	// BudgetUSDPerDay and BudgetUSDPerMonth cap the tenant's upstream
+	// spend per UTC day and calendar month, in USD (at most 9 decimals); 0
+	// or absent = none.
+	BudgetUSDPerDay   *PerMtok `yaml:"budget_usd_per_day"`
+	BudgetUSDPerMonth *PerMtok `yaml:"budget_usd_per_month"`
+	// UnmeteredEndpoints is "allow" to let a budgeted tenant make proxied
+	// POSTs Corral cannot price (images, audio, batches, fine-tuning);
+	// absent = refused with 403 budget_unmetered_endpoint.
+	UnmeteredEndpoints string `yaml:"unmetered_endpoints"`
+
+	// budget is the validated budgets, set by validation.
+	budget spend.Limits
 }
+
+// Budget returns the tenant's validated budgets (zero = none).
+func (t TenantSpec) Budget() spend.Limits { return t.budget }
+
+// AllowsUnmetered reports unmetered_endpoints: allow.
+func (t TenantSpec) AllowsUnmetered() bool { return t.UnmeteredEndpoints == "allow" }
 
 // Duration is a Go-syntax duration in the tenants file ("30s", "1h").
 // A malformed value is kept and reported by validation, which knows the
@@ -198,6 +218,23 @@ func (v *validator) line(path string) int {
 	return n.GetToken().Position.Line
 }
 
+// usd reads a budget in USD: 0 or more, at most 9 decimals.
+func (v *validator) usd(path string, p *PerMtok) spend.Nanodollars {
+	if p == nil {
+		return 0
+	}
+	n, err := spend.ParseUSD(p.text)
+	switch {
+	case err != nil:
+		v.fail(path, path, "want an amount of USD such as 25 or 0.50, got %q", clip(p.text))
+	case n < 0:
+		v.fail(path, path, "must be 0 (none) or more")
+	default:
+		return n
+	}
+	return 0
+}
+
 func (v *validator) duration(path string, d *Duration) {
 	switch {
 	case d == nil:
@@ -261,6 +298,13 @@ func (v *validator) validate(tf *TenantsFile) error {
 		case "", "isolated", "deny":
 		default:
 			v.fail(at+".stored_objects", at+".stored_objects", "bad value %q: must be isolated or deny", t.StoredObjects)
+		}
+		tf.Tenants[i].budget.Day = v.usd(at+".budget_usd_per_day", t.BudgetUSDPerDay)
+		tf.Tenants[i].budget.Month = v.usd(at+".budget_usd_per_month", t.BudgetUSDPerMonth)
+		switch t.UnmeteredEndpoints {
+		case "", "allow", "deny":
+		default:
+			v.fail(at+".unmetered_endpoints", at+".unmetered_endpoints", "bad value %q: must be allow or deny", clip(t.UnmeteredEndpoints))
 		}
 		v.duration(at+".cache_ttl", t.CacheTTL)
 		v.duration(at+".negative_ttl", t.NegativeTTL)

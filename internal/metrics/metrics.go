@@ -39,6 +39,7 @@ type Metrics struct {
 
 	models *guard
 	up     *upstreamMetrics // nil until EnableUpstreams
+	spend  *spendMetrics
 
 	// Child collectors of the per-request series, looked up once per
 	// label set instead of hashing the labels on every request.
@@ -109,7 +110,8 @@ func latencyHistogram(opts prometheus.HistogramOpts, labels ...string) *promethe
 // a fresh registry.
 func New() *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		reg:   prometheus.NewRegistry(),
+		spend: newSpendMetrics(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "corral_requests_total", Help: "Requests answered, by tenant, endpoint, X-Corral-Cache value and HTTP status.",
 		}, []string{"tenant", "endpoint", "cache", "code"}),
@@ -153,6 +155,7 @@ func New() *Metrics {
 	}
 	m.reg.MustRegister(m.requests, m.requestSeconds, m.upstreamCalls, m.upstreamSeconds, m.coalescedWait,
 		m.lockTakeovers, m.refreshes, m.rateLimited, m.tokens, m.tokensSaved, m.inflight, m.streams,
+		m.spend.cost, m.spend.saved, m.spend.remaining,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corralhq/corral/internal/accessline"
+	"github.com/corralhq/corral/internal/spend"
 )
 
 // statusWriter records what was written, for the access log and for
@@ -57,11 +58,14 @@ type logRecord struct {
 	model      string
 	cache      string
 	upstreamMS float64
-	prompt     int    // tokens this request spent upstream (a leader)
-	completion int    //
-	saved      int    // tokens a hit or a coalesced answer did not spend
-	err        string // the cause behind a 5xx, never shown to the client
-	bypass     string // why a request was never cached (a Responses background run, ...)
+	prompt     int               // tokens this request spent upstream (a leader)
+	completion int               //
+	saved      int               // tokens a hit or a coalesced answer did not spend
+	cost       spend.Nanodollars // what this request's upstream call cost (a leader, a BYPASS)
+	savedUSD   spend.Nanodollars // what a HIT, STALE or COALESCED answer saved
+	priceLabel string            // the catalog's name of the model priced; "" when none was
+	err        string            // the cause behind a 5xx, never shown to the client
+	bypass     string            // why a request was never cached (a Responses background run, ...)
 }
 
 // recordFrom is the request's access-log record, kept in its edge state
@@ -129,6 +133,8 @@ func logRequest(log *slog.Logger, enc *accessline.Encoder, observe func(*logReco
 		Prompt:     rec.prompt,
 		Completion: rec.completion,
 		Saved:      rec.saved,
+		CostUSD:    rec.cost,
+		SavedUSD:   rec.savedUSD,
 		Bypass:     rec.bypass,
 		Err:        rec.err,
 	}

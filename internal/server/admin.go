@@ -12,6 +12,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/spend"
+	"github.com/corralhq/corral/internal/usage"
 )
 
 var hashPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -20,6 +22,7 @@ var hashPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 func (s *Server) adminRoutes(r chi.Router) {
 	r.Use(s.adminAuth)
 	r.Get("/tenants/{id}/usage", s.handleUsage)
+	r.Get("/usage", s.handleUsageDays)
 	r.Delete("/cache/{tenant}", s.handlePurgeTenant)
 	r.Delete("/cache/{tenant}/{key}", s.handlePurgeKey)
 	r.Post("/reload", s.handleReload)
@@ -95,7 +98,8 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 		Tenant string `json:"tenant"`
 		usageJSON
 	}{id, usageJSON{c.Requests, c.Hits, c.Coalesced, c.Negative, c.Bypass, c.UpstreamCalls, c.TokensUsed, c.TokensSaved,
-		map[string]int64{cacheHit: c.Hits, cacheCoalesced: c.Coalesced, cacheNegative: c.Negative, cacheBypass: c.Bypass, cacheStale: c.Stale}}})
+		map[string]int64{cacheHit: c.Hits, cacheCoalesced: c.Coalesced, cacheNegative: c.Negative, cacheBypass: c.Bypass, cacheStale: c.Stale},
+		spend.Nanodollars(c.CostNanos), spend.Nanodollars(c.SavedNanos), c.UnpricedCalls, byModelJSON(c.ByModel)}})
 }
 
 type usageJSON struct {
@@ -108,6 +112,32 @@ type usageJSON struct {
 	TokensUsed    int64            `json:"tokens"`
 	TokensSaved   int64            `json:"tokens_saved"`
 	Cache         map[string]int64 `json:"cache"`
+	// CostUSD is what the tenant's upstream calls cost, SavedUSD what its
+	// HIT, STALE and COALESCED answers saved, at the price catalog's
+	// prices; UnpricedCalls counts calls for models it has no price for.
+	CostUSD       spend.Nanodollars         `json:"cost_usd"`
+	SavedUSD      spend.Nanodollars         `json:"saved_usd"`
+	UnpricedCalls int64                     `json:"unpriced_calls"`
+	ByModel       map[string]modelUsageJSON `json:"by_model"`
+}
+
+// modelUsageJSON is one model's part of a tenant's usage; models are named
+// as the price catalog names them (other: everything it does not price).
+type modelUsageJSON struct {
+	Requests      int64             `json:"requests"`
+	UpstreamCalls int64             `json:"upstream_calls"`
+	InputTokens   int64             `json:"input_tokens"`
+	OutputTokens  int64             `json:"output_tokens"`
+	CostUSD       spend.Nanodollars `json:"cost_usd"`
+	SavedUSD      spend.Nanodollars `json:"saved_usd"`
+}
+
+func byModelJSON(m map[string]usage.ModelCounters) map[string]modelUsageJSON {
+	out := make(map[string]modelUsageJSON, len(m))
+	for name, c := range m {
+		out[name] = modelUsageJSON{c.Requests, c.UpstreamCalls, c.InputTokens, c.OutputTokens, spend.Nanodollars(c.CostNanos), spend.Nanodollars(c.SavedNanos)}
+	}
+	return out
 }
 
 // handlePurgeTenant removes every positive and negative entry of a tenant

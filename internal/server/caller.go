@@ -13,7 +13,6 @@ import (
 	"github.com/corralhq/corral/internal/negcache"
 	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/upstream"
-	"github.com/corralhq/corral/internal/usage"
 	"github.com/corralhq/corral/internal/wire"
 )
 
@@ -114,6 +113,7 @@ var _ coalesce.Observer = observer{}
 func (o observer) Called(req *coalesce.Request, out coalesce.Outcome, err error, d time.Duration) {
 	outcome := "error"
 	var prompt, completion int
+	var answered *entry.Entry
 	switch {
 	case abandoned(err):
 		outcome = "canceled"
@@ -122,10 +122,12 @@ func (o observer) Called(req *coalesce.Request, out coalesce.Outcome, err error,
 	case out.Entry != nil:
 		outcome = negcache.Classify(out.Entry.Status).String()
 		prompt, completion = out.Entry.PromptTokens, out.Entry.CompletionTokens
+		answered = out.Entry
 	}
 	o.s.metrics.Upstream(req.Tenant, req.Model, outcome, d)
 	o.s.metrics.Tokens(req.Tenant, req.Model, prompt, completion)
-	o.s.usage.Add(req.Tenant, usage.Counters{UpstreamCalls: 1, TokensUsed: int64(prompt + completion)})
+	cost := o.s.chargeCall(req.Tenant, req.Model, answered)
+	o.s.settleBudget(context.Background(), req.Tenant, req.Tokens, cost)
 }
 
 // TookOver counts a lock taken over from a leader that left.

@@ -49,6 +49,9 @@ func (s *Server) handleModelCall(format wire.Format, endpoint string) http.Handl
 	return func(w http.ResponseWriter, r *http.Request) {
 		rec := recordFrom(r.Context())
 		c, aerr := s.newCall(r, rec, format, endpoint)
+		if aerr == nil {
+			aerr = s.checkBudget(w, c.t, c.facts.Model)
+		}
 		if aerr != nil {
 			writeError(w, aerr)
 			return
@@ -135,6 +138,7 @@ func (s *Server) serveLookup(w http.ResponseWriter, r *http.Request, rec *logRec
 	rec.cache = sourceName(out.Source)
 	if out.Source == coalesce.Hit || out.Source == coalesce.Stale {
 		rec.saved = out.Entry.PromptTokens + out.Entry.CompletionTokens
+		s.noteSaved(rec, out.Entry)
 		c.stored.entry(out.Entry)
 	}
 	if out.Source == coalesce.Stale {
@@ -183,6 +187,17 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 			writeError(w, aerr) // a refusal, not an answer: no cache status
 			return
 		}
+	}
+	if c.t.Budget.Set() {
+		// A BYPASS is relayed as it comes, its usage unread: its
+		// reservation, the priced estimate, is what it is charged.
+		fc := &flightCharge{s: s, t: c.t, estimate: s.estimateCost(c.facts.Model, c.facts.Estimate)}
+		if err := fc.Take(r.Context()); err != nil {
+			writeError(w, statusError(err))
+			return
+		}
+		defer s.settleBudget(context.WithoutCancel(r.Context()), c.t.ID, fc, fc.estimate)
+		recordFrom(r.Context()).cost = fc.estimate
 	}
 	recordFrom(r.Context()).cache = cacheBypass
 	setCacheHeaders(w.Header(), cacheBypass, nil, false, c.ctl, s.now())
@@ -295,6 +310,9 @@ func (s *Server) joinFlight(r *http.Request, c *call, req *coalesce.Request, spa
 			tokens = &tenantTokens{s: s, t: c.t, estimate: c.facts.Estimate, canTake: func() bool { return s.canTake(c.endpoint, c.route()) }}
 			req.Tokens = tokens
 		}
+		if c.t.Budget.Set() {
+			req.Tokens = &flightCharge{s: s, t: c.t, tokens: tokens, estimate: s.estimateCost(c.facts.Model, c.facts.Estimate)}
+		}
 		return req
 	})
 	return f, tokens
@@ -378,15 +396,19 @@ func (s *Server) account(rec *logRecord, c *call, f *coalesce.Flight, source coa
 	switch source {
 	case coalesce.Miss:
 		rec.prompt, rec.completion = e.PromptTokens, e.CompletionTokens
+		pa := s.priceEntry(e, rec.model)
+		rec.cost, rec.priceLabel = pa.cost, pa.label
 		if f.Ended() { // the upstream time is known when the flight ends
 			done, _ := f.Result()
 			rec.upstreamMS = float64(done.Upstream.Microseconds()) / 1000
 		}
 	case coalesce.Coalesced:
 		rec.saved = e.PromptTokens + e.CompletionTokens
+		s.noteSaved(rec, e)
 		s.metrics.Coalesced(c.t.ID, time.Since(joined))
 	default:
 		rec.saved = e.PromptTokens + e.CompletionTokens
+		s.noteSaved(rec, e)
 	}
 }
 

@@ -31,6 +31,8 @@ type apiError struct {
 
 	retryAfter time.Duration // 429: when to retry; 0 = one second
 	neverFits  bool          // 429 for a request larger than the limit's burst: no retry can help, so no Retry-After
+	noRetry    bool          // a retry cannot change the answer: x-should-retry: false
+	budget     bool          // a budget refusal: 429 on the OpenAI APIs, 400 invalid_request_error on Messages
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -173,6 +175,18 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Del("Content-Length")
+	format := errorFormatOf(w)
+	if e.budget {
+		h.Del("X-Corral-Cache") // a refusal is no answer
+		if _, ok := format.(anthropic.Format); ok {
+			c := *e
+			c.Status, c.Type = http.StatusBadRequest, typeInvalidRequest
+			e = &c
+		}
+	}
+	if e.noRetry {
+		h.Set("X-Should-Retry", "false")
+	}
 	if e.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="corral"`)
 	}
@@ -191,7 +205,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		ratelimit.SetRetryAfter(h, d)
 	}
 	w.WriteHeader(e.Status)
-	_, _ = w.Write(errorFormatOf(w).ErrorBody(e.wire()))
+	_, _ = w.Write(format.ErrorBody(e.wire()))
 }
 
 // errorFormatOf is the error shape of the route w answers: Anthropic's on

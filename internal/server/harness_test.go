@@ -23,6 +23,7 @@ import (
 	"github.com/corralhq/corral/internal/pool"
 	"github.com/corralhq/corral/internal/ratelimit"
 	"github.com/corralhq/corral/internal/redistest"
+	"github.com/corralhq/corral/internal/spend"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/usage"
@@ -134,6 +135,7 @@ func newHarness(tb testing.TB, opts ...func(*harnessOptions)) *harness {
 			rec := usage.NewRedis(rdb, usage.RedisOptions{Interval: time.Hour})
 			tb.Cleanup(func() { _ = rec.Close() })
 			so.Usage = rec
+			so.Budgets = spend.NewRedisLedger(rdb, spend.LedgerOptions{})
 			so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
 			so.Locker, so.Bus, so.Streams, so.Marker = parts.Locker, parts.Bus, parts.Streams, parts.Marker
 			so.LockTTL = o.lockTTL

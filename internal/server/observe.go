@@ -18,7 +18,12 @@ func (s *Server) observe(rec *logRecord, status int, d time.Duration) {
 		endpoint = "proxy"
 	}
 	s.metrics.Request(rec.tenant, endpoint, rec.cache, status, d)
-	c := usage.Counters{Requests: 1, TokensSaved: int64(rec.saved)}
+	c := usage.Counters{Requests: 1, TokensSaved: int64(rec.saved), SavedNanos: int64(rec.savedUSD)}
+	if rec.model != "" {
+		label := s.modelLabel(rec)
+		c.ByModel = map[string]usage.ModelCounters{label: {Requests: 1, SavedNanos: int64(rec.savedUSD)}}
+		s.metrics.Saved(rec.tenant, label, int64(rec.savedUSD))
+	}
 	switch rec.cache {
 	case cacheHit:
 		c.Hits = 1

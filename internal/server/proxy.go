@@ -51,6 +51,10 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errModelNotFound(pathModel))
 		return
 	}
+	if aerr := s.checkUnmetered(w, r, t, rel); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
 	acc := objects.RouteFor(api, r.Method, rel)
 	req := upstream.Request{
 		Method:   r.Method,

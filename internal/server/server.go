@@ -29,6 +29,7 @@ import (
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
+	"github.com/corralhq/corral/internal/spend"
 	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
@@ -102,6 +103,12 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Usage keeps per-tenant usage counters. Default: in memory.
 	Usage UsageRecorder
+	// Prices is the price catalog in force (a reload swaps it); nil or
+	// empty prices nothing: costs are 0 and every call is unpriced.
+	Prices *spend.Live
+	// Budgets keeps tenants' spend against their budgets: in Redis in
+	// distributed mode (spend.NewRedisLedger). Default: in process.
+	Budgets *spend.Ledger
 	// AdminToken enables /admin/* with this bearer token; empty disables
 	// it. When set, /metrics (which carries tenant ids) needs it too.
 	AdminToken string
@@ -137,6 +144,9 @@ type Store interface {
 type UsageRecorder interface {
 	Add(tenant string, c usage.Counters)
 	Get(ctx context.Context, tenant string) (usage.Counters, error)
+	// Days returns the per-day, per-model rows of tenants between two
+	// UTC days, inclusive.
+	Days(ctx context.Context, tenants []string, from, to time.Time) ([]usage.DayRow, error)
 }
 
 // Server handles Corral's HTTP requests.
@@ -161,6 +171,8 @@ type Server struct {
 	limiter    ratelimit.Limiter
 	metrics    *metrics.Metrics
 	usage      UsageRecorder
+	prices     *spend.Live
+	budgets    *spend.Ledger
 	adminToken string
 	reload     func() (*tenant.Registry, error)
 	reloadMu   sync.Mutex   // serialises reloads
@@ -202,6 +214,8 @@ func New(o Options) (*Server, error) {
 		limiter:    o.Limiter,
 		metrics:    o.Metrics,
 		usage:      o.Usage,
+		prices:     o.Prices,
+		budgets:    o.Budgets,
 		adminToken: o.AdminToken,
 		reload:     o.Reload,
 		objects:    o.Objects,
@@ -217,7 +231,10 @@ func New(o Options) (*Server, error) {
 	}
 	s.stopped, s.stopNow = context.WithCancel(context.Background())
 	if s.usage == nil {
-		s.usage = usage.NewMemory()
+		s.usage = usage.NewMemoryAt(s.now)
+	}
+	if s.budgets == nil {
+		s.budgets = spend.NewMemoryLedger(spend.LedgerOptions{Now: s.now})
 	}
 	if s.limiter == nil {
 		s.limiter = ratelimit.NewMemory(ratelimit.MemoryOptions{})

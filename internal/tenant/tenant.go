@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/corralhq/corral/internal/spend"
 )
 
 // Tenant is one team behind the gateway and its policy.
@@ -58,6 +60,12 @@ type Policy struct {
 	// DenyObjects refuses every request that reads, lists, changes or
 	// creates a stored object (stored_objects: deny).
 	DenyObjects bool
+	// Budget caps the tenant's upstream spend per UTC day and month; zero
+	// = none. A budgeted tenant may call only priced models.
+	Budget spend.Limits
+	// AllowUnmetered lets a budgeted tenant make proxied POSTs Corral
+	// cannot price (unmetered_endpoints: allow).
+	AllowUnmetered bool
 }
 
 // Allows reports whether the tenant may use model.
@@ -157,6 +165,16 @@ func (r *Registry) Get(id string) (*Tenant, bool) {
 
 // Len is the number of tenants.
 func (r *Registry) Len() int { return len(r.byID) }
+
+// IDs returns every tenant's id, sorted.
+func (r *Registry) IDs() []string {
+	ids := make([]string, 0, len(r.byID))
+	for id := range r.byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
 
 // HashKey returns the hex SHA-256 of a key, as the tenants file stores it.
 func HashKey(key string) string {

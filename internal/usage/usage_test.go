@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
 	"github.com/corralhq/corral/internal/redistest"
@@ -18,10 +19,10 @@ func TestMemory(t *testing.T) {
 	m.Add("acme", Counters{Requests: 1, UpstreamCalls: 1, TokensUsed: 7})
 	got, _ := m.Get(context.Background(), "acme")
 	want := Counters{Requests: 2, Hits: 1, UpstreamCalls: 1, TokensUsed: 7, TokensSaved: 10}
-	if got != want {
-		t.Errorf("Get = %+v; want %+v", got, want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Get (-want +got):\n%s", diff)
 	}
-	if got, _ := m.Get(context.Background(), "nobody"); got != (Counters{}) {
+	if got, _ := m.Get(context.Background(), "nobody"); !cmp.Equal(got, Counters{}) {
 		t.Errorf("unknown tenant = %+v", got)
 	}
 }
@@ -47,10 +48,44 @@ func TestRedisAddsUpAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Counters{Requests: 7, Hits: 2, UpstreamCalls: 1, TokensUsed: 50}
-	if got, _ := a.Get(ctx, "acme"); got != want {
+	if got, _ := a.Get(ctx, "acme"); !cmp.Equal(got, want) {
 		t.Errorf("after both flushed = %+v; want %+v", got, want)
 	}
 	_ = a.Close()
+}
+
+// TestRedisAddsUpDollarsByModel: cost, savings and the per-model split
+// add up across instances through Redis, to the nano-dollar.
+func TestRedisAddsUpDollarsByModel(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	a := NewRedis(srv.Client(), RedisOptions{Interval: time.Hour})
+	b := NewRedis(srv.Client(), RedisOptions{Interval: time.Hour})
+	a.Add("acme", Counters{UpstreamCalls: 1, CostNanos: 240_000, ByModel: map[string]ModelCounters{
+		"gpt-4o-mini*": {UpstreamCalls: 1, InputTokens: 1000, OutputTokens: 200, CostNanos: 240_000},
+	}})
+	b.Add("acme", Counters{Requests: 2, SavedNanos: 480_000, UnpricedCalls: 1, ByModel: map[string]ModelCounters{
+		"gpt-4o-mini*": {Requests: 2, SavedNanos: 480_000},
+		"other":        {UpstreamCalls: 1, InputTokens: 5},
+	}})
+	for _, r := range []*Redis{a, b} {
+		if err := r.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := Counters{Requests: 2, UpstreamCalls: 1, CostNanos: 240_000, SavedNanos: 480_000, UnpricedCalls: 1, ByModel: map[string]ModelCounters{
+		"gpt-4o-mini*": {Requests: 2, UpstreamCalls: 1, InputTokens: 1000, OutputTokens: 200, CostNanos: 240_000, SavedNanos: 480_000},
+		"other":        {UpstreamCalls: 1, InputTokens: 5},
+	}}
+	got, err := a.Get(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Get (-want +got):\n%s", diff)
+	}
+	_ = a.Close()
+	_ = b.Close()
 }
 
 func TestRedisKeepsCountersThroughAnOutage(t *testing.T) {

@@ -64,9 +64,19 @@ type Facts struct {
 	Bypass string
 }
 
-// Usage is an answer's token usage.
+// Usage is an answer's token usage and the model that used it, what
+// tokens/min charges and what internal/spend prices.
 type Usage struct {
+	// Prompt is every input token, cache reads and writes included;
+	// Completion every output token.
 	Prompt, Completion int
+	// Cached is the part of Prompt the provider read from its prompt
+	// cache; CacheWrite the part it wrote to it (Anthropic's
+	// cache_creation_input_tokens).
+	Cached, CacheWrite int
+	// Model is the model the upstream answered with ("gpt-4o-mini-2024-07-18");
+	// "" when the answer does not say.
+	Model string
 	// Known is false when the answer carried no usage (a stream that did
 	// not ask for it); real usage is then not charged.
 	Known bool

@@ -32,6 +32,13 @@ type Entry struct {
 	// can be charged against tokens/min without parsing the body again.
 	PromptTokens     int
 	CompletionTokens int
+	// CachedTokens and CacheWriteTokens are the parts of PromptTokens the
+	// provider read from and wrote to its prompt cache, and Model the model
+	// that answered, so a hit's saving is priced at today's prices without
+	// parsing the body (internal/spend).
+	CachedTokens     int
+	CacheWriteTokens int
+	Model            string
 }
 
 // ErrNotCacheable means a store's Set refused the entry (nil, empty body,

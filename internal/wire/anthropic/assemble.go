@@ -204,7 +204,11 @@ func (a *Assembler) Finish() ([]byte, wire.Usage, error) {
 	if err != nil {
 		return nil, wire.Usage{}, fmt.Errorf("anthropic: assemble: %w", err)
 	}
-	return body, a.usage.wire(), nil
+	u := a.usage.wire()
+	if u.Known {
+		u.Model = str(a.message["model"])
+	}
+	return body, u, nil
 }
 
 func mustJSON(v any) json.RawMessage {

@@ -139,20 +139,27 @@ func (u *usage) wire() wire.Usage {
 	return wire.Usage{
 		Prompt:     v(u.InputTokens) + v(u.CacheCreationInputTokens) + v(u.CacheReadInputTokens),
 		Completion: v(u.OutputTokens),
+		Cached:     v(u.CacheReadInputTokens),
+		CacheWrite: v(u.CacheCreationInputTokens),
 		Known:      true,
 	}
 }
 
 // Usage implements wire.Format: input tokens (cache reads and writes
-// included) and output tokens of a message.
+// included) and output tokens of a message, and its model.
 func (Format) Usage(body []byte) wire.Usage {
 	var v struct {
+		Model string `json:"model"`
 		Usage *usage `json:"usage"`
 	}
 	if json.Unmarshal(body, &v) != nil {
 		return wire.Usage{}
 	}
-	return v.Usage.wire()
+	u := v.Usage.wire()
+	if u.Known {
+		u.Model = v.Model
+	}
+	return u
 }
 
 // Replay implements wire.Format with Replay.

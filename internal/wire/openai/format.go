@@ -128,23 +128,33 @@ func (s *streamAssembler) Finish() ([]byte, wire.Usage, error) {
 	if err != nil {
 		return nil, wire.Usage{}, err
 	}
-	var u wire.Usage
-	u.Prompt, u.Completion, u.Known = s.a.Usage()
-	return body, u, nil
+	// The assembled body holds the usage chunk whole (details included)
+	// and the model: one reading for both kinds of answer.
+	return body, Format{}.Usage(body), nil
 }
 
-// Usage implements wire.Format: the usage object of a whole answer.
+// Usage implements wire.Format: the usage object of a whole answer
+// (chat, completions, embeddings) and its model. prompt_tokens includes
+// prompt_tokens_details.cached_tokens.
 func (Format) Usage(body []byte) wire.Usage {
 	var v struct {
+		Model string `json:"model"`
 		Usage *struct {
-			PromptTokens     int `json:"prompt_tokens"`
-			CompletionTokens int `json:"completion_tokens"`
+			PromptTokens        int `json:"prompt_tokens"`
+			CompletionTokens    int `json:"completion_tokens"`
+			PromptTokensDetails *struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
 		} `json:"usage"`
 	}
 	if json.Unmarshal(body, &v) != nil || v.Usage == nil {
 		return wire.Usage{}
 	}
-	return wire.Usage{Prompt: v.Usage.PromptTokens, Completion: v.Usage.CompletionTokens, Known: true}
+	u := wire.Usage{Prompt: v.Usage.PromptTokens, Completion: v.Usage.CompletionTokens, Model: v.Model, Known: true}
+	if d := v.Usage.PromptTokensDetails; d != nil {
+		u.Cached = d.CachedTokens
+	}
+	return u
 }
 
 // Replay implements wire.Format with Replay.

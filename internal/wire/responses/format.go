@@ -137,18 +137,27 @@ func (Format) IsEnd(ev []byte) bool {
 // NewAssembler implements wire.Format.
 func (Format) NewAssembler(string) wire.Assembler { return &Assembler{} }
 
-// Usage implements wire.Format: input_tokens + output_tokens of a response.
+// Usage implements wire.Format: input_tokens (input_tokens_details.cached_tokens
+// included) and output_tokens of a response, and its model.
 func (Format) Usage(body []byte) wire.Usage {
 	var v struct {
+		Model string `json:"model"`
 		Usage *struct {
-			InputTokens  int `json:"input_tokens"`
-			OutputTokens int `json:"output_tokens"`
+			InputTokens        int `json:"input_tokens"`
+			OutputTokens       int `json:"output_tokens"`
+			InputTokensDetails *struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"input_tokens_details"`
 		} `json:"usage"`
 	}
 	if json.Unmarshal(body, &v) != nil || v.Usage == nil {
 		return wire.Usage{}
 	}
-	return wire.Usage{Prompt: v.Usage.InputTokens, Completion: v.Usage.OutputTokens, Known: true}
+	u := wire.Usage{Prompt: v.Usage.InputTokens, Completion: v.Usage.OutputTokens, Model: v.Model, Known: true}
+	if d := v.Usage.InputTokensDetails; d != nil {
+		u.Cached = d.CachedTokens
+	}
+	return u
 }
 
 // Replay implements wire.Format with Replay.

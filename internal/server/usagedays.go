@@ -1,0 +1,85 @@
+package server
+
+import (
+	"encoding/csv"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corralhq/corral/internal/spend"
+	"github.com/corralhq/corral/internal/usage"
+)
+
+// dayRowJSON is one row of GET /admin/usage: a tenant's model on a UTC day.
+type dayRowJSON struct {
+	Tenant string `json:"tenant"`
+	Day    string `json:"day"`
+	Model  string `json:"model"`
+	modelUsageJSON
+}
+
+// usageColumns are the CSV columns, in the JSON rows' order.
+var usageColumns = []string{"tenant", "day", "model", "requests", "upstream_calls", "input_tokens", "output_tokens", "cost_usd", "saved_usd"}
+
+// handleUsageDays answers GET /admin/usage?from=YYYY-MM-DD&to=YYYY-MM-DD:
+// one row per tenant, UTC day and model, summed across instances, in JSON
+// or, with Accept: text/csv, CSV for chargeback.
+func (s *Server) handleUsageDays(w http.ResponseWriter, r *http.Request) {
+	from, aerr := usageDay(r, "from")
+	if aerr == nil {
+		var to time.Time
+		if to, aerr = usageDay(r, "to"); aerr == nil {
+			switch {
+			case to.Before(from):
+				aerr = errInvalidRequest("to must not be before from.", "to")
+			case to.Sub(from) >= usage.RetentionDays*24*time.Hour:
+				aerr = errInvalidRequest("At most "+strconv.Itoa(usage.RetentionDays)+" days are kept; ask for fewer.", "from")
+			default:
+				s.writeUsageDays(w, r, from, to)
+				return
+			}
+		}
+	}
+	writeError(w, aerr)
+}
+
+func usageDay(r *http.Request, name string) (time.Time, *apiError) {
+	v := r.URL.Query().Get(name)
+	t, err := time.Parse(time.DateOnly, v)
+	if err != nil {
+		return time.Time{}, errInvalidRequest(name+" must be a UTC day, YYYY-MM-DD.", name)
+	}
+	return t, nil
+}
+
+func (s *Server) writeUsageDays(w http.ResponseWriter, r *http.Request, from, to time.Time) {
+	rows, err := s.usage.Days(r.Context(), s.tenants.Load().IDs(), from, to)
+	if err != nil {
+		recordFrom(r.Context()).err = err.Error()
+		writeError(w, serverError(http.StatusServiceUnavailable, "usage_unavailable", "Usage counters are unavailable right now (Redis unreachable)."))
+		return
+	}
+	out := make([]dayRowJSON, len(rows))
+	for i, row := range rows {
+		c := row.ModelCounters
+		out[i] = dayRowJSON{row.Tenant, row.Day, row.Model, modelUsageJSON{c.Requests, c.UpstreamCalls, c.InputTokens, c.OutputTokens,
+			spend.Nanodollars(c.CostNanos), spend.Nanodollars(c.SavedNanos)}}
+	}
+	if !strings.Contains(r.Header.Get("Accept"), "text/csv") {
+		writeJSON(w, struct {
+			From string       `json:"from"`
+			To   string       `json:"to"`
+			Rows []dayRowJSON `json:"rows"`
+		}{usage.Day(from), usage.Day(to), out})
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	cw := csv.NewWriter(w)
+	_ = cw.Write(usageColumns)
+	for _, row := range out {
+		n := func(v int64) string { return strconv.FormatInt(v, 10) }
+		_ = cw.Write([]string{row.Tenant, row.Day, row.Model, n(row.Requests), n(row.UpstreamCalls), n(row.InputTokens), n(row.OutputTokens), row.CostUSD.USD(), row.SavedUSD.USD()})
+	}
+	cw.Flush()
+}
