@@ -238,6 +238,18 @@ func TestResponseHeaders(t *testing.T) {
 			t.Errorf("TooManyRequests: no %s header", n)
 		}
 	}
+	// Corral's own errors that a retry cannot change say so.
+	if _, ok := headers["x-should-retry"].(map[string]any); !ok {
+		t.Error("components.headers.x-should-retry: missing")
+	}
+	for _, r := range []string{"BadRequest", "Unauthorized", "ModelNotAllowed", "AdminNotFound", "AdminUnauthorized", "MethodNotAllowed", "RequestTooLarge"} {
+		if _, ok := mapping(t, d, "components", "responses", r, "headers")["x-should-retry"]; !ok {
+			t.Errorf("%s: no x-should-retry header", r)
+		}
+	}
+	if _, ok := tooMany["x-should-retry"]; ok {
+		t.Error("TooManyRequests: a 429 must not say x-should-retry")
+	}
 	for _, ex := range []string{"corral; hit; ttl=3512", "corral; fwd=miss; stored", "corral; fwd=miss; collapsed", "corral; fwd=bypass"} {
 		if !bytes.Contains(OpenAPI, []byte(ex)) {
 			t.Errorf("Cache-Status example %q missing", ex)

@@ -17,6 +17,9 @@ type statusWriter struct {
 	status int
 	bytes  int64
 	wrote  bool
+	// code is the error code of the answer when Corral wrote it itself
+	// (writeError): the access line names every refusal's.
+	code string
 	// anthropic: the request is on Anthropic's paths (/v1/messages...):
 	// Corral's errors take Anthropic's shape and its rate-limit headers
 	// Anthropic's names.
@@ -130,6 +133,7 @@ func logRequest(log *slog.Logger, enc *accessline.Encoder, observe func(*logReco
 		Completion: rec.completion,
 		Saved:      rec.saved,
 		Bypass:     rec.bypass,
+		Code:       sw.code,
 		Err:        rec.err,
 	}
 	if enc != nil {

@@ -189,7 +189,11 @@ func (ew *eventWriter) send(skip func([]byte) bool, events ...[]byte) bool {
 // fail ends the stream with the format's error event for a stream broken
 // by err.
 func (ew *eventWriter) fail(err error) {
-	_, _ = ew.w.Write(ew.format.ErrorEvent(statusError(&coalesce.StreamError{Err: err}).wire()))
+	e := statusError(&coalesce.StreamError{Err: err})
+	if sw := statusWriterOf(ew.w); sw != nil {
+		sw.code = e.Code
+	}
+	_, _ = ew.w.Write(ew.format.ErrorEvent(e.wire()))
 	_ = ew.rc.Flush()
 }
 
