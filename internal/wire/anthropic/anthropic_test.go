@@ -164,7 +164,7 @@ func TestErrorShapes(t *testing.T) {
 			t.Errorf("%d: %s; want %s", tt.status, got, want)
 		}
 	}
-	if got := string(f.ErrorEvent(wire.Error{Status: 502, Message: "cut"})); got != "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"cut\"}}\n\n" || !f.IsEnd([]byte(got)) {
+	if got := string(f.ErrorEvent(wire.Error{Status: 502, Message: "cut"}, 7)); got != "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"cut\"}}\n\n" || !f.IsEnd([]byte(got)) {
 		t.Errorf("ErrorEvent = %q", got)
 	}
 	if !errors.Is(ErrIncomplete, ErrIncomplete) || !strings.Contains(ErrIncomplete.Error(), "message_stop") {

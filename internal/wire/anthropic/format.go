@@ -141,9 +141,13 @@ type errorDetail struct {
 	Message string `json:"message"`
 }
 
+// Sequence implements wire.Format: Messages events carry no sequence
+// number.
+func (Format) Sequence([]byte) (int64, bool) { return 0, false }
+
 // ErrorEvent implements wire.Format: a cut stream ends with an error event
 // of type api_error (timeout_error for a timeout).
-func (Format) ErrorEvent(e wire.Error) []byte {
+func (Format) ErrorEvent(e wire.Error, _ int64) []byte {
 	typ := "api_error"
 	if e.Status == http.StatusGatewayTimeout {
 		typ = "timeout_error"

@@ -200,5 +200,9 @@ type errorDetail struct {
 }
 
 // ErrorEvent implements wire.Format: the error object as a data-only
-// event, with no [DONE] after it.
-func (f Format) ErrorEvent(e wire.Error) []byte { return ErrorEvent(f.ErrorBody(e)) }
+// event, with no [DONE] after it. Chunks are not numbered.
+func (f Format) ErrorEvent(e wire.Error, _ int64) []byte { return ErrorEvent(f.ErrorBody(e)) }
+
+// Sequence implements wire.Format: chat and completion chunks carry no
+// sequence number.
+func (Format) Sequence([]byte) (int64, bool) { return 0, false }
