@@ -156,7 +156,7 @@ func TestModelEndpoints(t *testing.T) {
 			}
 		}
 		desc, _ := get(t, op, "description").(string)
-		for _, s := range []string{"Failure classification", "upstream_auth_error", "upstream_timeout", "CORRAL_NEGATIVE_TTL", "408, 409, 429, 5xx"} {
+		for _, s := range []string{"Failure classification", "upstream_auth_error", "upstream_timeout", "CORRAL_NEGATIVE_TTL", "408, 409, 5xx", "| 429 | nothing | Corral's own 429"} {
 			if !strings.Contains(desc, s) {
 				t.Errorf("%s: description lacks %q", p, s)
 			}

@@ -87,7 +87,11 @@ var (
 	errUpstream         = serverError(http.StatusBadGateway, "upstream_error", "The upstream provider could not be reached or broke the connection.")
 	errStreamBroken     = serverError(http.StatusBadGateway, "upstream_error", "The upstream stream ended before it was complete.")
 	errUpstreamTooLarge = serverError(http.StatusBadGateway, "upstream_error", "The upstream answer was larger than the gateway accepts.")
-	errShuttingDown     = serverError(http.StatusServiceUnavailable, "gateway_shutting_down", "This gateway instance is shutting down; retry the request.")
+	// errUpstreamRateLimited stands in for an upstream's own 429 body,
+	// which describes the shared upstream account (ownRateLimit).
+	errUpstreamRateLimited = &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
+		Message: "The upstream provider is rate limiting this gateway; retry after the time Retry-After gives."}
+	errShuttingDown = serverError(http.StatusServiceUnavailable, "gateway_shutting_down", "This gateway instance is shutting down; retry the request.")
 	// errNoUpstreamAvailable answers when every upstream for the model is
 	// cooling down or has its circuit open.
 	errNoUpstreamAvailable = serverError(http.StatusServiceUnavailable, "upstream_unavailable", "Every upstream for this model is failing or cooling down; retry shortly.")

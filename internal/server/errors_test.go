@@ -54,6 +54,7 @@ var ownErrors = []struct {
 	{"errModelNotAllowed", errModelNotAllowed("gpt-x"), false},
 	{"errBadBody", errBadBody(keying.ErrAmbiguousKey), false},
 	{"errConcurrency", errConcurrency(2), true},
+	{"errUpstreamRateLimited", errUpstreamRateLimited, true},
 	{"errNoAnthropicUpstream", errNoAnthropicUpstream, false},
 	{"errBatchInputUnread", errBatchInputUnread, true},
 	{"errBatchInputUnchecked", errBatchInputUnchecked, false},

@@ -1,12 +1,17 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/corralhq/corral/internal/wire/anthropic"
+	"github.com/corralhq/corral/internal/wire/openai"
 )
 
 // Upstreams is how the server reaches the model providers
@@ -43,10 +48,48 @@ func apiOf(path string) string {
 type route struct{ pin, model string }
 
 // send routes one upstream call: to pinned when the request names an
-// object held there, else by API and model.
+// object held there, else by API and model. An upstream 429's body is
+// replaced with Corral's own (ownRateLimit), whichever path relays it.
 func (s *Server) send(ctx context.Context, pinned, model string, req upstream.Request) (*http.Response, error) {
+	api := apiOf(req.Path)
+	var (
+		resp *http.Response
+		err  error
+	)
 	if pinned != "" {
-		return s.up.DoAt(ctx, pinned, req)
+		resp, err = s.up.DoAt(ctx, pinned, req)
+	} else {
+		resp, err = s.up.Do(ctx, api, model, req)
 	}
-	return s.up.Do(ctx, apiOf(req.Path), model, req)
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		ownRateLimit(resp, api)
+	}
+	return resp, err
+}
+
+// maxThrottledBody bounds what is read of an upstream 429's own body
+// before it is dropped, so its connection can be reused.
+const maxThrottledBody = 64 << 10
+
+// ownRateLimit replaces the body of an upstream's 429 with Corral's own
+// 429 in the API's shape (OpenAI's rate_limit_exceeded, Anthropic's
+// rate_limit_error). The upstream accounts are Corral's and shared by
+// every tenant: their bodies name the account's organisation and its
+// limits and usage ("... in organization org-... Limit 200000, Used
+// 199500"), which no tenant may read, as the same facts in headers are
+// stripped (upstream.CopyResponseHeader). What helps the client retry is
+// kept: Retry-After, retry-after-ms and the upstream's x-should-retry.
+func ownRateLimit(resp *http.Response, api string) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxThrottledBody))
+	_ = resp.Body.Close()
+	var f wire.Format = openai.Format{}
+	if api == apiAnthropic {
+		f = anthropic.Format{}
+	}
+	body := f.ErrorBody(errUpstreamRateLimited.wire())
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Del("Content-Length")
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Set("Content-Type", "application/json")
 }
