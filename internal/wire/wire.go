@@ -37,6 +37,11 @@ type Format interface {
 	IsEnd(ev []byte) bool
 	// NewAssembler returns an Assembler for a stream answering endpoint.
 	NewAssembler(endpoint string) Assembler
+	// Answer reports whether a 200's body is the API's success object
+	// for endpoint (a chat.completion, a response, a message, ...). Only
+	// such a body may be stored: a 200 carrying {"error":...} or anything
+	// else is passed through as a transient failure.
+	Answer(endpoint string, body []byte) bool
 	// Usage reads the token usage of a whole (non-streamed) answer.
 	Usage(body []byte) Usage
 	// Replay renders a stored answer as the stream a client asking f

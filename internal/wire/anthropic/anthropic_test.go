@@ -184,3 +184,20 @@ func TestParse(t *testing.T) {
 		t.Errorf("estimate %d", a.Estimate)
 	}
 }
+
+func TestAnswer(t *testing.T) {
+	tests := []struct {
+		give string
+		want bool
+	}{
+		{`{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"hi"}]}`, true},
+		{`{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`, false},
+		{`{"error":{"message":"boom"}}`, false},
+		{`{"type":"message"}`, false},
+	}
+	for _, tt := range tests {
+		if got := (Format{}).Answer("/messages", []byte(tt.give)); got != tt.want {
+			t.Errorf("Answer(%s) = %v; want %v", tt.give, got, tt.want)
+		}
+	}
+}

@@ -79,6 +79,16 @@ func (u *usage) wire() wire.Usage {
 	}
 }
 
+// Answer implements wire.Format: a message ({"type":"message"} with a
+// content array); Anthropic's errors are {"type":"error",...}.
+func (Format) Answer(_ string, body []byte) bool {
+	var v struct {
+		Type    string          `json:"type"`
+		Content json.RawMessage `json:"content"`
+	}
+	return json.Unmarshal(body, &v) == nil && v.Type == "message" && len(v.Content) > 0 && v.Content[0] == '['
+}
+
 // Usage implements wire.Format: input tokens (cache reads and writes
 // included) and output tokens of a message.
 func (Format) Usage(body []byte) wire.Usage {

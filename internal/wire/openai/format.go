@@ -206,3 +206,30 @@ func (f Format) ErrorEvent(e wire.Error, _ int64) []byte { return ErrorEvent(f.E
 // Sequence implements wire.Format: chat and completion chunks carry no
 // sequence number.
 func (Format) Sequence([]byte) (int64, bool) { return 0, false }
+
+// Answer implements wire.Format: a chat.completion (chat) or a
+// text_completion (completions) with a choices array, or an embeddings
+// list with a data array; an object member, when present, must name that
+// object, and an error member must be absent or null.
+func (Format) Answer(endpoint string, body []byte) bool {
+	var v struct {
+		Object  *string         `json:"object"`
+		Choices json.RawMessage `json:"choices"`
+		Data    json.RawMessage `json:"data"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil || !isNull(v.Error) {
+		return false
+	}
+	object, list := "chat.completion", v.Choices
+	switch endpoint {
+	case CompletionsPath:
+		object = "text_completion"
+	case EmbeddingsPath:
+		object, list = "list", v.Data
+	}
+	return isArray(list) && (v.Object == nil || *v.Object == object)
+}
+
+// isArray reports whether raw is a JSON array.
+func isArray(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '[' }

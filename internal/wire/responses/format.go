@@ -127,6 +127,22 @@ func (Format) Usage(body []byte) wire.Usage {
 	return wire.Usage{Prompt: v.Usage.InputTokens, Completion: v.Usage.OutputTokens, Known: true}
 }
 
+// Answer implements wire.Format: a response object (object "response"
+// when present) with an id and an output array, and a null error (a
+// failed response carries its error there).
+func (Format) Answer(_ string, body []byte) bool {
+	var v struct {
+		Object *string         `json:"object"`
+		ID     string          `json:"id"`
+		Output json.RawMessage `json:"output"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil || (len(v.Error) > 0 && string(v.Error) != "null") {
+		return false
+	}
+	return v.ID != "" && len(v.Output) > 0 && v.Output[0] == '[' && (v.Object == nil || *v.Object == "response")
+}
+
 // Replay implements wire.Format with Replay.
 func (Format) Replay(_ string, body []byte, _ wire.Facts) ([][]byte, error) { return Replay(body) }
 

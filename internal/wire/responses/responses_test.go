@@ -275,3 +275,22 @@ func TestSequence(t *testing.T) {
 		}
 	}
 }
+
+func TestAnswer(t *testing.T) {
+	tests := []struct {
+		give string
+		want bool
+	}{
+		{stored, true},
+		{`{"id":"resp_1","object":"response","output":[],"error":null}`, true},
+		{`{"id":"resp_1","object":"response","status":"failed","output":[],"error":{"code":"server_error","message":"x"}}`, false},
+		{`{"error":{"message":"boom","type":"server_error"}}`, false},
+		{`{"id":"resp_1","object":"chat.completion","output":[]}`, false},
+		{`{"id":"resp_1","object":"response"}`, false},
+	}
+	for _, tt := range tests {
+		if got := (Format{}).Answer(Path, []byte(tt.give)); got != tt.want {
+			t.Errorf("Answer(%s) = %v; want %v", tt.give, got, tt.want)
+		}
+	}
+}
