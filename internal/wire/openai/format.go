@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/wire"
@@ -27,13 +28,38 @@ func (Format) Parse(tenant, endpoint string, body []byte) (wire.Facts, error) {
 	if err != nil {
 		return wire.Facts{}, err
 	}
-	return wire.Facts{
+	f := wire.Facts{
 		Hash:         r.Hash,
 		Model:        r.Model,
 		Stream:       r.Stream,
 		IncludeUsage: r.IncludeUsage,
 		Estimate:     tokenEstimate(endpoint, r.PromptBytes, r.MaxTokens, r.N),
-	}, nil
+	}
+	if endpoint == ChatCompletionsPath && asksForAudio(body) {
+		f.Bypass = "audio output"
+	}
+	return f, nil
+}
+
+// asksForAudio reports a chat request for a spoken answer (modalities
+// with "audio", or the audio parameter). Such answers are never cached:
+// their message.audio carries an id the upstream keeps only until its
+// expires_at (a later turn sends that id back), so a stored answer would
+// hand out an id that has expired, and the stream assembler does not
+// rebuild audio deltas. The body is decoded only when it mentions audio
+// at all, so other prompts pay one scan.
+func asksForAudio(body []byte) bool {
+	if !bytes.Contains(body, []byte("audio")) {
+		return false
+	}
+	var v struct {
+		Modalities []string        `json:"modalities"`
+		Audio      json.RawMessage `json:"audio"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return true // audio mentioned, modalities unreadable: do not store what may be audio
+	}
+	return slices.Contains(v.Modalities, "audio") || !isNull(v.Audio)
 }
 
 // tokenEstimate is what a request is charged against tokens/min before it
