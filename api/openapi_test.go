@@ -156,7 +156,7 @@ func TestModelEndpoints(t *testing.T) {
 			}
 		}
 		desc, _ := get(t, op, "description").(string)
-		for _, s := range []string{"Failure classification", "upstream_auth_error", "upstream_timeout", "CORRAL_NEGATIVE_TTL", "408, 409, 429, 5xx"} {
+		for _, s := range []string{"Failure classification", "upstream_auth_error", "upstream_timeout", "CORRAL_NEGATIVE_TTL", "408, 409, 5xx", "| 429 | nothing | Corral's own 429"} {
 			if !strings.Contains(desc, s) {
 				t.Errorf("%s: description lacks %q", p, s)
 			}
@@ -237,6 +237,18 @@ func TestResponseHeaders(t *testing.T) {
 		if _, ok := tooMany[n]; !ok {
 			t.Errorf("TooManyRequests: no %s header", n)
 		}
+	}
+	// Corral's own errors that a retry cannot change say so.
+	if _, ok := headers["x-should-retry"].(map[string]any); !ok {
+		t.Error("components.headers.x-should-retry: missing")
+	}
+	for _, r := range []string{"BadRequest", "Unauthorized", "ModelNotAllowed", "AdminNotFound", "AdminUnauthorized", "MethodNotAllowed", "RequestTooLarge"} {
+		if _, ok := mapping(t, d, "components", "responses", r, "headers")["x-should-retry"]; !ok {
+			t.Errorf("%s: no x-should-retry header", r)
+		}
+	}
+	if _, ok := tooMany["x-should-retry"]; ok {
+		t.Error("TooManyRequests: a 429 must not say x-should-retry")
 	}
 	for _, ex := range []string{"corral; hit; ttl=3512", "corral; fwd=miss; stored", "corral; fwd=miss; collapsed", "corral; fwd=bypass"} {
 		if !bytes.Contains(OpenAPI, []byte(ex)) {

@@ -67,7 +67,11 @@ type Line struct {
 	CostUSD  spend.Nanodollars
 	SavedUSD spend.Nanodollars
 	Bypass   string // optional, logged as bypass_reason
-	Err      string // optional, logged as error
+	// Code is optional: the error code of an answer Corral refused or
+	// failed itself (invalid_api_key, rate_limit_exceeded, ...), so every
+	// refusal's line says which one it was.
+	Code string
+	Err  string // optional, logged as error
 }
 
 // Attrs appends the line's attributes, in the line's order, to dst.
@@ -110,6 +114,9 @@ func (l *Line) Attrs(dst []slog.Attr) []slog.Attr {
 	if l.Bypass != "" {
 		dst = append(dst, slog.String("bypass_reason", l.Bypass))
 	}
+	if l.Code != "" {
+		dst = append(dst, slog.String("code", l.Code))
+	}
 	if l.Err != "" {
 		dst = append(dst, slog.String("error", l.Err))
 	}
@@ -119,7 +126,7 @@ func (l *Line) Attrs(dst []slog.Attr) []slog.Attr {
 // Record is the line as a slog record at time t and level, for any
 // slog.Handler.
 func (l *Line) Record(t time.Time, level slog.Level) slog.Record {
-	var buf [16]slog.Attr
+	var buf [18]slog.Attr
 	r := slog.NewRecord(t, level, Message, 0)
 	r.AddAttrs(l.Attrs(buf[:0])...)
 	return r
@@ -257,6 +264,10 @@ func Append(b []byte, t time.Time, level slog.Level, l *Line, sc trace.SpanConte
 	if l.Bypass != "" {
 		b = append(b, `,"bypass_reason":"`...)
 		b = jsonstr.AppendTail(b, l.Bypass)
+	}
+	if l.Code != "" {
+		b = append(b, `,"code":"`...)
+		b = jsonstr.AppendTail(b, l.Code)
 	}
 	if l.Err != "" {
 		b = append(b, `,"error":"`...)

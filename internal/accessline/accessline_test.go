@@ -80,7 +80,7 @@ func TestEncoderMatchesSlog(t *testing.T) {
 	full := base
 	full.Tenant, full.Endpoint, full.Model, full.Cache = "acme", "chat", "gpt-4o-mini", "MISS"
 	full.UpstreamMS, full.Prompt, full.Completion, full.Saved = 812.5, 12, 30, 42
-	full.Bypass, full.Err = "background", "upstream: read: connection reset"
+	full.Bypass, full.Code, full.Err = "background", "upstream_error", "upstream: read: connection reset"
 	full.CostUSD, full.SavedUSD = 240_000, 1_500_000_000
 
 	ctxs := map[string]context.Context{
@@ -106,7 +106,7 @@ func TestEncoderMatchesSlog(t *testing.T) {
 
 	var lines []Line
 	// Every subset of the optional fields, from full.
-	for mask := 0; mask < 1<<11; mask++ {
+	for mask := 0; mask < 1<<12; mask++ {
 		l := base
 		set := func(bit int, f func()) {
 			if mask&(1<<bit) != 0 {
@@ -124,13 +124,14 @@ func TestEncoderMatchesSlog(t *testing.T) {
 		set(8, func() { l.Err = full.Err })
 		set(9, func() { l.CostUSD = full.CostUSD })
 		set(10, func() { l.SavedUSD = full.SavedUSD })
+		set(11, func() { l.Code = full.Code })
 		lines = append(lines, l)
 	}
 	// Awkward strings in each string field of the full line.
 	for _, s := range awkward {
-		for i := range 9 {
+		for i := range 10 {
 			l := full
-			*[]*string{&l.RequestID, &l.Method, &l.Path, &l.Tenant, &l.Endpoint, &l.Model, &l.Cache, &l.Bypass, &l.Err}[i] = s
+			*[]*string{&l.RequestID, &l.Method, &l.Path, &l.Tenant, &l.Endpoint, &l.Model, &l.Cache, &l.Bypass, &l.Code, &l.Err}[i] = s
 			lines = append(lines, l)
 		}
 	}
@@ -171,7 +172,7 @@ func TestEncoderMatchesSlog(t *testing.T) {
 	// The test means something only if the lines took the fast path
 	// and carried the trace.
 	viaSlog, _ := both(t, ctxs["traced"], times[1], slog.LevelInfo, full)
-	want := `{"time":"2026-12-01T15:54:12Z","level":"INFO","msg":"request","request_id":"01JDREQ","method":"POST","path":"/v1/chat/completions","status":200,"latency_ms":0.412,"bytes":312,"tenant":"acme","endpoint":"chat","model":"gpt-4o-mini","cache":"MISS","upstream_ms":812.5,"prompt_tokens":12,"completion_tokens":30,"saved_tokens":42,"cost_usd":0.00024,"saved_usd":1.5,"bypass_reason":"background","error":"upstream: read: connection reset","trace_id":"a0a1a2a3a4a5a6a7a8a9aaabacadaeaf","span_id":"1011121314151617"}` + "\n"
+	want := `{"time":"2026-12-01T15:54:12Z","level":"INFO","msg":"request","request_id":"01JDREQ","method":"POST","path":"/v1/chat/completions","status":200,"latency_ms":0.412,"bytes":312,"tenant":"acme","endpoint":"chat","model":"gpt-4o-mini","cache":"MISS","upstream_ms":812.5,"prompt_tokens":12,"completion_tokens":30,"saved_tokens":42,"cost_usd":0.00024,"saved_usd":1.5,"bypass_reason":"background","code":"upstream_error","error":"upstream: read: connection reset","trace_id":"a0a1a2a3a4a5a6a7a8a9aaabacadaeaf","span_id":"1011121314151617"}` + "\n"
 	if viaSlog != want {
 		t.Fatalf("slog line:\n got %q\nwant %q", viaSlog, want)
 	}
@@ -336,7 +337,7 @@ func FuzzEncoder(f *testing.F) {
 		l := Line{
 			RequestID: s1, Method: s2, Path: s1 + s2, Status: int(n), LatencyMS: fl, Bytes: n,
 			Tenant: s2, Endpoint: s1, Model: s2, Cache: s1, UpstreamMS: -fl,
-			Prompt: int(n), Completion: int(n >> 1), Saved: int(-n), Bypass: s2, Err: s1,
+			Prompt: int(n), Completion: int(n >> 1), Saved: int(-n), Bypass: s2, Code: s2, Err: s1,
 			CostUSD: spend.Nanodollars(n), SavedUSD: spend.Nanodollars(n >> 3),
 		}
 		ctx := context.Background()

@@ -53,7 +53,14 @@ func (c *Coalescer) call(ctx context.Context, req *Request, k keys, st *state, p
 	out := Outcome{Entry: e}
 	// Storing is detached from cancellation: the answer is whole and paid for.
 	sctx := context.WithoutCancel(ctx)
-	switch negcache.Decide(resp.Status, body, resp.Changed) {
+	decision := negcache.Decide(resp.Status, body, resp.Changed)
+	if decision == negcache.StorePositive && !req.Format.Answer(req.Endpoint, body) {
+		// A 200 that is not the API's answer ({"error":...} from a proxy
+		// or a broken upstream) is a transient failure: passed through,
+		// nothing stored, and an entry kept for the stale windows stays.
+		decision = negcache.Pass
+	}
+	switch decision {
 	case negcache.StorePositive:
 		u := req.Format.Usage(body)
 		setUsage(e, u)

@@ -18,6 +18,9 @@ type statusWriter struct {
 	status int
 	bytes  int64
 	wrote  bool
+	// code is the error code of the answer when Corral wrote it itself
+	// (writeError): the access line names every refusal's.
+	code string
 	// anthropic: the request is for Anthropic's API (apiOfRequest):
 	// Corral's errors take Anthropic's shape and its rate-limit headers
 	// Anthropic's names.
@@ -136,6 +139,7 @@ func logRequest(log *slog.Logger, enc *accessline.Encoder, observe func(*logReco
 		CostUSD:    rec.cost,
 		SavedUSD:   rec.savedUSD,
 		Bypass:     rec.bypass,
+		Code:       sw.code,
 		Err:        rec.err,
 	}
 	if enc != nil {

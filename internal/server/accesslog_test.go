@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -96,6 +97,39 @@ func TestAccessLogEncoderMatchesSlog(t *testing.T) {
 		}
 		if got := strings.Contains(all, `"path":"/healthz"`); got != tt.probes {
 			t.Errorf("at %v a /healthz line logged = %v, want %v:\n%s", tt.level, got, tt.probes, all)
+		}
+	}
+}
+
+// TestRefusalAccessLinesNameTheirCode: the access line of every answer
+// Corral writes itself names its error code (a refused key, an unknown
+// object, the 502 for an upstream's refusal of Corral's credential, the
+// error event of a cut stream), and an upstream's answer names none.
+func TestRefusalAccessLinesNameTheirCode(t *testing.T) {
+	lines := accessLines(t, slog.LevelInfo, true)
+	tests := []struct {
+		give string // request id
+		want string // the line's code field, "" for none
+	}{
+		{"req-refused", `"code":"invalid_api_key"`},
+		{"req-proxy", `"code":"not_found"`},
+		{"req-cut", `"code":"upstream_error"`},
+		{"req-upstream-401", `"code":"upstream_auth_error"`},
+		{"req-miss", ""},
+		{"req-hit", ""},
+	}
+	for _, tt := range tests {
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, `"request_id":"`+tt.give+`"`) })
+		if i < 0 {
+			t.Errorf("no access line for %s:\n%s", tt.give, strings.Join(lines, ""))
+			continue
+		}
+		if tt.want == "" {
+			if strings.Contains(lines[i], `"code":`) {
+				t.Errorf("%s: an answer names a code: %s", tt.give, lines[i])
+			}
+		} else if !strings.Contains(lines[i], tt.want) {
+			t.Errorf("%s: want %s in %s", tt.give, tt.want, lines[i])
 		}
 	}
 }

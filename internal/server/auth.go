@@ -14,7 +14,11 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t, ok := s.tenants.Load().Authenticate(bearerKey(r))
 		if !ok {
-			writeError(w, errInvalidAPIKey)
+			if anthropicRoute(w) {
+				writeError(w, errInvalidAnthropicKey)
+			} else {
+				writeError(w, errInvalidAPIKey)
+			}
 			return
 		}
 		recordFrom(r.Context()).tenant = t.ID

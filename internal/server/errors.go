@@ -71,10 +71,13 @@ func (e *apiError) withParam(param string) *apiError {
 
 // Corral's own answers, one a line: status, code, what the client reads.
 var (
-	errInvalidAPIKey    = clientError(http.StatusUnauthorized, "invalid_api_key", "Incorrect or missing API key. Send your Corral key as 'Authorization: Bearer YOUR_KEY'.")
-	errTooLarge         = clientError(http.StatusRequestEntityTooLarge, "request_too_large", "Request body is larger than this gateway accepts.")
-	errMethodNotAllowed = clientError(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed for this path.")
-	errNotFound         = clientError(http.StatusNotFound, "not_found", "Unknown path. Corral serves the OpenAI API under /v1.")
+	errInvalidAPIKey = clientError(http.StatusUnauthorized, "invalid_api_key", "Incorrect or missing API key. Send your Corral key as 'Authorization: Bearer YOUR_KEY'.")
+	// errInvalidAnthropicKey is the 401 on Anthropic's routes, whose SDKs
+	// and agents send x-api-key; both headers work there.
+	errInvalidAnthropicKey = clientError(http.StatusUnauthorized, "invalid_api_key", "Incorrect or missing API key. Send your Corral key as 'x-api-key: YOUR_KEY' or 'Authorization: Bearer YOUR_KEY'.")
+	errTooLarge            = clientError(http.StatusRequestEntityTooLarge, "request_too_large", "Request body is larger than this gateway accepts.")
+	errMethodNotAllowed    = clientError(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed for this path.")
+	errNotFound            = clientError(http.StatusNotFound, "not_found", "Unknown path. Corral serves the OpenAI API under /v1.")
 	// errClientClosed is logged, never seen: the client is gone.
 	errClientClosed = clientError(499, "client_closed_request", "The client closed the request.")
 	// errNoUpstreamForModel answers a model no configured upstream serves.
@@ -86,7 +89,11 @@ var (
 	errUpstream         = serverError(http.StatusBadGateway, "upstream_error", "The upstream provider could not be reached or broke the connection.")
 	errStreamBroken     = serverError(http.StatusBadGateway, "upstream_error", "The upstream stream ended before it was complete.")
 	errUpstreamTooLarge = serverError(http.StatusBadGateway, "upstream_error", "The upstream answer was larger than the gateway accepts.")
-	errShuttingDown     = serverError(http.StatusServiceUnavailable, "gateway_shutting_down", "This gateway instance is shutting down; retry the request.")
+	// errUpstreamRateLimited stands in for an upstream's own 429 body,
+	// which describes the shared upstream account (ownRateLimit).
+	errUpstreamRateLimited = &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
+		Message: "The upstream provider is rate limiting this gateway; retry after the time Retry-After gives."}
+	errShuttingDown = serverError(http.StatusServiceUnavailable, "gateway_shutting_down", "This gateway instance is shutting down; retry the request.")
 	// errNoUpstreamAvailable answers when every upstream for the model is
 	// cooling down or has its circuit open.
 	errNoUpstreamAvailable = serverError(http.StatusServiceUnavailable, "upstream_unavailable", "Every upstream for this model is failing or cooling down; retry shortly.")
@@ -152,22 +159,60 @@ func statusError(err error) *apiError {
 	return errUpstream
 }
 
+// retryable reports whether a retry of the same request could get another
+// answer: Corral's own 408, 409, 429 and 5xx. Every other error of its own
+// (400, 401, 403, 404, 405, 413, 415, 422, ...) says so with
+// x-should-retry: false, which the OpenAI and Anthropic SDKs (and Claude
+// Code, which otherwise retries a 401 for minutes) obey.
+func (e *apiError) retryable() bool {
+	if e.noRetry {
+		return false // a budget refusal: a 429 that no retry can change
+	}
+	switch e.Status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
+		return true
+	}
+	return e.Status >= 500
+}
+
+// shouldRetryHeader is the header the SDKs read before their own status
+// rules.
+const shouldRetryHeader = "X-Should-Retry"
+
+// setRetryHint marks h, the headers of e's answer, for the SDKs: false
+// when no retry can help, and nothing otherwise (the SDKs' own rules retry
+// 429 and 5xx with backoff).
+func (e *apiError) setRetryHint(h http.Header) {
+	if e.retryable() {
+		h.Del(shouldRetryHeader)
+		return
+	}
+	h.Set(shouldRetryHeader, "false")
+}
+
 // renderFailure is the answer a flight's error gives its client, in the
 // request's wire format: what the waiters on other instances of a leader
 // that failed transiently are answered with (coalesce.Options.Render).
 func renderFailure(req *coalesce.Request, err error) *entry.Entry {
 	e := statusError(err)
+	h := http.Header{"Content-Type": {"application/json"}}
+	e.setRetryHint(h)
 	return &entry.Entry{
 		Status: e.Status,
-		Header: map[string][]string{"Content-Type": {"application/json"}},
+		Header: h,
 		Body:   req.Format.ErrorBody(e.wire()),
 	}
 }
 
-// writeError sends e. Nothing is written for a client that has gone away.
+// writeError sends e, and names its code in the request's access line.
+// Nothing is written for a client that has gone away.
 func writeError(w http.ResponseWriter, e *apiError) {
+	sw := statusWriterOf(w)
+	if sw != nil {
+		sw.code = e.Code
+	}
 	if e.Status == errClientClosed.Status {
-		if sw, ok := w.(*statusWriter); ok {
+		if sw != nil {
 			sw.status = e.Status
 		}
 		return
@@ -184,9 +229,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 			e = &c
 		}
 	}
-	if e.noRetry {
-		h.Set("X-Should-Retry", "false")
-	}
+	e.setRetryHint(h)
 	if e.Status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="corral"`)
 	}
@@ -211,12 +254,23 @@ func writeError(w http.ResponseWriter, e *apiError) {
 // errorFormatOf is the error shape of the route w answers: Anthropic's on
 // /v1/messages..., OpenAI's everywhere else.
 func errorFormatOf(w http.ResponseWriter) wire.Format {
+	if anthropicRoute(w) {
+		return anthropic.Format{}
+	}
+	return errorFormat
+}
+
+// anthropicRoute reports whether w answers a request on Anthropic's API.
+func anthropicRoute(w http.ResponseWriter) bool {
+	sw := statusWriterOf(w)
+	return sw != nil && sw.anthropic
+}
+
+// statusWriterOf is the access log's writer under w, or nil.
+func statusWriterOf(w http.ResponseWriter) *statusWriter {
 	for w != nil {
 		if sw, ok := w.(*statusWriter); ok {
-			if sw.anthropic {
-				return anthropic.Format{}
-			}
-			return errorFormat
+			return sw
 		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
@@ -224,7 +278,7 @@ func errorFormatOf(w http.ResponseWriter) wire.Format {
 		}
 		w = u.Unwrap()
 	}
-	return errorFormat
+	return nil
 }
 
 // errBadBody maps a body parse error to what the client is told: which

@@ -96,7 +96,7 @@ func TestMessagesErrorsInAnthropicShape(t *testing.T) {
 	url := h.gw.URL + "/v1/messages"
 	body := `{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"x"}]}`
 	bad := postMessages(ctx, url, "sk-wrong", body)
-	if bad.status != 401 || bad.body != `{"type":"error","error":{"type":"authentication_error","message":"Incorrect or missing API key. Send your Corral key as 'Authorization: Bearer YOUR_KEY'."}}` {
+	if bad.status != 401 || bad.body != `{"type":"error","error":{"type":"authentication_error","message":"Incorrect or missing API key. Send your Corral key as 'x-api-key: YOUR_KEY' or 'Authorization: Bearer YOUR_KEY'."}}` {
 		t.Errorf("401: %d %s", bad.status, bad.body)
 	}
 	if a := postMessages(ctx, url, "sk-rpm1", body); a.status != 200 {

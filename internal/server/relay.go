@@ -136,6 +136,10 @@ type eventWriter struct {
 	w      http.ResponseWriter
 	rc     *http.ResponseController
 	format wire.Format
+	// next is the sequence number after the events written so far (those
+	// a follower does not receive included: the stream's numbering is the
+	// leader's), which an error event that cuts the stream takes.
+	next int64
 }
 
 // startEvents sends the stream's headers (already set ones kept) and
@@ -176,6 +180,7 @@ func (s *Server) startEvents(w http.ResponseWriter, format wire.Format) *eventWr
 // flushes; false means the client is gone.
 func (ew *eventWriter) send(skip func([]byte) bool, events ...[]byte) bool {
 	for _, ev := range events {
+		ew.next = wire.NextSequence(ew.format, ew.next, ev)
 		if skip != nil && skip(ev) {
 			continue
 		}
@@ -187,10 +192,20 @@ func (ew *eventWriter) send(skip func([]byte) bool, events ...[]byte) bool {
 }
 
 // fail ends the stream with the format's error event for a stream broken
-// by err.
+// by err, numbered after the events sent.
 func (ew *eventWriter) fail(err error) {
-	_, _ = ew.w.Write(ew.format.ErrorEvent(statusError(&coalesce.StreamError{Err: err}).wire()))
+	writeErrorEvent(ew.w, ew.format, statusError(&coalesce.StreamError{Err: err}), ew.next)
 	_ = ew.rc.Flush()
+}
+
+// writeErrorEvent ends a stream of format on w with e's error event,
+// numbered next where the format numbers its events, and names e's code
+// in the access line. Every stream Corral cuts ends here.
+func writeErrorEvent(w http.ResponseWriter, format wire.Format, e *apiError, next int64) {
+	if sw := statusWriterOf(w); sw != nil {
+		sw.code = e.Code
+	}
+	_, _ = w.Write(format.ErrorEvent(e.wire(), next))
 }
 
 func (ew *eventWriter) close() { ew.s.metrics.Streams(-1) }

@@ -12,6 +12,7 @@ import (
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/ratelimit"
+	"github.com/corralhq/corral/internal/wire"
 )
 
 // jsonType is Content-Type: application/json as a header value, shared
@@ -33,14 +34,16 @@ func (s *Server) serveEntry(w http.ResponseWriter, c *call, e *entry.Entry, sour
 			h.Set("Cache-Control", "no-cache")
 			h.Del("Content-Length")
 			w.WriteHeader(http.StatusOK)
+			var next int64 // the sequence number after the events replayed
 			for _, ev := range events {
 				if s.stopping() {
-					s.replayStopped(w, c)
+					s.replayStopped(w, c, next)
 					return
 				}
 				if _, err := w.Write(ev); err != nil {
 					return
 				}
+				next = wire.NextSequence(c.format, next, ev)
 			}
 			return
 		}

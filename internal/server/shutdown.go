@@ -30,8 +30,9 @@ func (s *Server) closeOnStop(body io.Closer) (unwatch func() bool) {
 	return context.AfterFunc(s.stopped, func() { _ = body.Close() })
 }
 
-// replayStopped ends a replay cut by Stop with the format's error event.
-func (s *Server) replayStopped(w http.ResponseWriter, c *call) {
-	_, _ = w.Write(c.format.ErrorEvent(statusError(coalesce.ErrShutdown).wire()))
+// replayStopped ends a replay cut by Stop with the format's error event,
+// numbered next (after the events replayed).
+func (s *Server) replayStopped(w http.ResponseWriter, c *call, next int64) {
+	writeErrorEvent(w, c.format, statusError(coalesce.ErrShutdown), next)
 	_ = http.NewResponseController(w).Flush()
 }

@@ -176,7 +176,7 @@ func redisEntry(t *testing.T, get *redis.StringCmd) *cache.Entry {
 // content, fail (500, 429, 404) or drop the connection, optionally after
 // being held until released. It counts every upstream request.
 type upstreamControl struct {
-	mode  atomic.Value // string: "", "new", "500", "429", "404", "drop"
+	mode  atomic.Value // string: "", "new", "500", "429", "404", "error200", "drop"
 	hold  atomic.Pointer[chan struct{}]
 	calls atomic.Int64
 }
@@ -216,6 +216,8 @@ func (u *upstreamControl) wrap(next http.Handler) http.Handler {
 		case "404":
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = io.WriteString(w, `{"error":{"message":"The model does not exist","type":"invalid_request_error","param":"model","code":"model_not_found"}}`)
+		case "error200":
+			_, _ = io.WriteString(w, `{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}`)
 		case "drop":
 			if hj, ok := w.(http.Hijacker); ok {
 				if conn, _, err := hj.Hijack(); err == nil {

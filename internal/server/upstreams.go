@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 
@@ -9,6 +11,9 @@ import (
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/wire"
+	"github.com/corralhq/corral/internal/wire/anthropic"
+	"github.com/corralhq/corral/internal/wire/openai"
 )
 
 // Upstreams is how the server reaches the model providers
@@ -73,18 +78,56 @@ func (s *Server) send(ctx context.Context, pinned, model string, req upstream.Re
 // sendRoute routes one upstream call where rt says. A call that does not
 // say whose it is is the requesting tenant's: the router needs to know,
 // so that one tenant's timeouts are not taken for an upstream's illness.
+// An upstream 429's body is replaced with Corral's own (ownRateLimit),
+// whichever path relays it.
 func (s *Server) sendRoute(ctx context.Context, rt route, req upstream.Request) (*http.Response, error) {
 	if req.Tenant == "" {
 		if t, ok := tenant.FromContext(ctx); ok {
 			req.Tenant = t.ID
 		}
 	}
-	if rt.pin != "" {
-		return s.up.DoAt(ctx, rt.pin, req)
-	}
 	api := rt.api
 	if api == "" {
 		api = apiOf(req.Path)
 	}
-	return s.up.Do(ctx, api, rt.model, req)
+	var (
+		resp *http.Response
+		err  error
+	)
+	if rt.pin != "" {
+		resp, err = s.up.DoAt(ctx, rt.pin, req)
+	} else {
+		resp, err = s.up.Do(ctx, api, rt.model, req)
+	}
+	if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+		ownRateLimit(resp, api)
+	}
+	return resp, err
+}
+
+// maxThrottledBody bounds what is read of an upstream 429's own body
+// before it is dropped, so its connection can be reused.
+const maxThrottledBody = 64 << 10
+
+// ownRateLimit replaces the body of an upstream's 429 with Corral's own
+// 429 in the API's shape (OpenAI's rate_limit_exceeded, Anthropic's
+// rate_limit_error). The upstream accounts are Corral's and shared by
+// every tenant: their bodies name the account's organisation and its
+// limits and usage ("... in organization org-... Limit 200000, Used
+// 199500"), which no tenant may read, as the same facts in headers are
+// stripped (upstream.CopyResponseHeader). What helps the client retry is
+// kept: Retry-After, retry-after-ms and the upstream's x-should-retry.
+func ownRateLimit(resp *http.Response, api string) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxThrottledBody))
+	_ = resp.Body.Close()
+	var f wire.Format = openai.Format{}
+	if api == apiAnthropic {
+		f = anthropic.Format{}
+	}
+	body := f.ErrorBody(errUpstreamRateLimited.wire())
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Del("Content-Length")
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Set("Content-Type", "application/json")
 }

@@ -46,7 +46,7 @@ func TestForwardHeaderDropsMethodOverrides(t *testing.T) {
 	}
 	src.Set("Content-Type", "multipart/form-data")
 	dst := http.Header{}
-	forwardHeader(dst, src)
+	forwardHeader(dst, src, true)
 	if len(dst) != 1 || dst.Get("Content-Type") == "" {
 		t.Errorf("forwarded %v; want Content-Type only", dst)
 	}

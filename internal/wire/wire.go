@@ -13,7 +13,8 @@
 //     answer;
 //   - replay: turning a stored answer back into the API's event stream;
 //   - what a follower's stream leaves out (a usage chunk nobody asked for);
-//   - the error shape, as a JSON body and as a stream's last event.
+//   - the error shape, as a JSON body and as a stream's last event
+//     (numbered after the events before it, where the API numbers them).
 //
 // Events are raw Server-Sent Events as internal/wire/sse reads them
 // ("event:" and "data:" lines and the blank line that ends them), so a
@@ -36,6 +37,11 @@ type Format interface {
 	IsEnd(ev []byte) bool
 	// NewAssembler returns an Assembler for a stream answering endpoint.
 	NewAssembler(endpoint string) Assembler
+	// Answer reports whether a 200's body is the API's success object
+	// for endpoint (a chat.completion, a response, a message, ...). Only
+	// such a body may be stored: a 200 carrying {"error":...} or anything
+	// else is passed through as a transient failure.
+	Answer(endpoint string, body []byte) bool
 	// Usage reads the token usage of a whole (non-streamed) answer.
 	Usage(body []byte) Usage
 	// Replay renders a stored answer as the stream a client asking f
@@ -48,7 +54,25 @@ type Format interface {
 	// ErrorBody renders an error Corral answers with itself.
 	ErrorBody(e Error) []byte
 	// ErrorEvent renders e as the last event of a stream Corral must cut.
-	ErrorEvent(e Error) []byte
+	// next is the stream's next sequence number (NextSequence over the
+	// events sent before it): a format whose events are numbered (the
+	// Responses API's sequence_number) numbers the error event with it,
+	// the others ignore it.
+	ErrorEvent(e Error, next int64) []byte
+	// Sequence reads the sequence number an event carries; ok is false
+	// for an event without one, and always in a format that numbers none.
+	Sequence(ev []byte) (n int64, ok bool)
+}
+
+// NextSequence is the sequence number that follows ev in a stream of f
+// where next would have followed the event before it: ev's own number
+// plus one, or next plus one for an event that carries none. A stream's
+// first event follows 0.
+func NextSequence(f Format, next int64, ev []byte) int64 {
+	if n, ok := f.Sequence(ev); ok {
+		return n + 1
+	}
+	return next + 1
 }
 
 // Facts are what Corral learns from a request body.

@@ -164,7 +164,7 @@ func TestErrorShapes(t *testing.T) {
 			t.Errorf("%d: %s; want %s", tt.status, got, want)
 		}
 	}
-	if got := string(f.ErrorEvent(wire.Error{Status: 502, Message: "cut"})); got != "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"cut\"}}\n\n" || !f.IsEnd([]byte(got)) {
+	if got := string(f.ErrorEvent(wire.Error{Status: 502, Message: "cut"}, 7)); got != "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"cut\"}}\n\n" || !f.IsEnd([]byte(got)) {
 		t.Errorf("ErrorEvent = %q", got)
 	}
 	if !errors.Is(ErrIncomplete, ErrIncomplete) || !strings.Contains(ErrIncomplete.Error(), "message_stop") {
@@ -214,6 +214,23 @@ func TestParseBypass(t *testing.T) {
 		}
 		if fx.Bypass != tt.want {
 			t.Errorf("%s: bypass %q; want %q", tt.give, fx.Bypass, tt.want)
+		}
+	}
+}
+
+func TestAnswer(t *testing.T) {
+	tests := []struct {
+		give string
+		want bool
+	}{
+		{`{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"hi"}]}`, true},
+		{`{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`, false},
+		{`{"error":{"message":"boom"}}`, false},
+		{`{"type":"message"}`, false},
+	}
+	for _, tt := range tests {
+		if got := (Format{}).Answer("/messages", []byte(tt.give)); got != tt.want {
+			t.Errorf("Answer(%s) = %v; want %v", tt.give, got, tt.want)
 		}
 	}
 }

@@ -145,6 +145,16 @@ func (u *usage) wire() wire.Usage {
 	}
 }
 
+// Answer implements wire.Format: a message ({"type":"message"} with a
+// content array); Anthropic's errors are {"type":"error",...}.
+func (Format) Answer(_ string, body []byte) bool {
+	var v struct {
+		Type    string          `json:"type"`
+		Content json.RawMessage `json:"content"`
+	}
+	return json.Unmarshal(body, &v) == nil && v.Type == "message" && len(v.Content) > 0 && v.Content[0] == '['
+}
+
 // Usage implements wire.Format: input tokens (cache reads and writes
 // included) and output tokens of a message, and its model.
 func (Format) Usage(body []byte) wire.Usage {
@@ -212,9 +222,13 @@ type errorDetail struct {
 	Message string `json:"message"`
 }
 
+// Sequence implements wire.Format: Messages events carry no sequence
+// number.
+func (Format) Sequence([]byte) (int64, bool) { return 0, false }
+
 // ErrorEvent implements wire.Format: a cut stream ends with an error event
 // of type api_error (timeout_error for a timeout).
-func (Format) ErrorEvent(e wire.Error) []byte {
+func (Format) ErrorEvent(e wire.Error, _ int64) []byte {
 	typ := "api_error"
 	if e.Status == http.StatusGatewayTimeout {
 		typ = "timeout_error"

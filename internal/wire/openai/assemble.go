@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,18 +31,30 @@ var (
 	// ErrIncompleteStream is returned by Assembler.Body when the stream did
 	// not end cleanly, so there is nothing that may be stored.
 	ErrIncompleteStream = errors.New("upstream: stream incomplete")
+	// ErrUnassembled is returned by Assembler.Add for a chunk carrying a
+	// member the assembler cannot rebuild into the completion (delta.audio,
+	// a field of a newer API version, ...): the stream is relayed as it
+	// came, but its answer is never stored, since the stored one would
+	// lack what the client saw.
+	ErrUnassembled = errors.New("upstream: chunk member the assembler cannot rebuild")
 )
 
 // Assembler rebuilds the non-streaming completion from a stream's chunks,
 // so a streamed miss can be stored as the same body a non-streaming
 // request would have got.
 //
-// Only the fields a client reads are kept: id, created, model,
-// system_fingerprint, service_tier, usage (raw, details included) and per
-// choice the role, content, reasoning_content, refusal, annotations,
-// tool_calls, function_call, logprobs and finish_reason (for legacy
-// completions: text, logprobs, finish_reason). Anything else in a chunk
-// (obfuscation, content_filter_results, audio, …) is dropped.
+// What it rebuilds: id, created, model, system_fingerprint, service_tier,
+// usage (raw, details included) and per choice the role, content,
+// reasoning_content, refusal, annotations, tool_calls, function_call,
+// logprobs and finish_reason (for legacy completions: text, logprobs,
+// finish_reason). What it drops on purpose, because it describes the
+// stream rather than the answer: object, obfuscation (padding), Azure's
+// prompt_filter_results and content_filter_results, and OpenRouter's
+// provider and native_finish_reason. Any other member with a value (not
+// null), at any level of a chunk, makes the answer unstorable
+// (ErrUnassembled): a field the assembler does not know how to rebuild
+// would be missing from every hit, so the next unknown field is safe
+// too (delta.audio was one).
 //
 // Add copies what it keeps, so data may be reused after it returns. An
 // Assembler is not safe for concurrent use.
@@ -108,7 +122,28 @@ type chunkTail struct {
 	Choices []chunkChoice `json:"choices"`
 	Usage   optRaw        `json:"usage"`
 	Error   optRaw        `json:"error"`
+	chunkDropped
 }
+
+// chunkDropped are the chunk's members the tail decode skips: the head's
+// (known once, from the first chunk) and those dropped on purpose. A
+// skipped member is neither copied nor allocated.
+type chunkDropped struct {
+	ID                  skipped `json:"id"`
+	Created             skipped `json:"created"`
+	Model               skipped `json:"model"`
+	SystemFingerprint   skipped `json:"system_fingerprint"`
+	ServiceTier         skipped `json:"service_tier"`
+	Object              skipped `json:"object"`
+	Obfuscation         skipped `json:"obfuscation"`
+	PromptFilterResults skipped `json:"prompt_filter_results"`
+	Provider            skipped `json:"provider"`
+}
+
+// skipped is a member read past without keeping it.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 // optRaw is a json.RawMessage that stays nil for JSON null, which most
 // chunks carry for usage: no allocation for it.
@@ -127,6 +162,9 @@ type chunkChoice struct {
 	Text         string         `json:"text"`  // completions
 	Logprobs     *chunkLogprobs `json:"logprobs"`
 	FinishReason string         `json:"finish_reason"` // null reads as ""
+
+	ContentFilterResults skipped `json:"content_filter_results"`
+	NativeFinishReason   skipped `json:"native_finish_reason"`
 }
 
 // messageParts are the fields a chat message (stored) and a chat delta
@@ -222,16 +260,16 @@ func (a *Assembler) Add(data []byte) error {
 		tail = &a.scratch
 		clear(tail.Choices[:cap(tail.Choices)])
 		*tail = chunkTail{Choices: tail.Choices[:0]}
-		err = json.Unmarshal(data, tail)
+		err = decodeChunk(data, tail)
 	} else {
 		var h chunkHead
-		if err = json.Unmarshal(data, &h); err == nil {
+		if err = decodeChunk(data, &h); err == nil {
 			a.addHead(&h)
 		}
 		tail = &h.chunkTail
 	}
 	if err != nil {
-		a.err = fmt.Errorf("upstream: assemble: %w", err)
+		a.err = err
 		return a.err
 	}
 	if tail.Error != nil {
@@ -240,6 +278,104 @@ func (a *Assembler) Add(data []byte) error {
 	}
 	a.addTail(tail)
 	return nil
+}
+
+// decodeChunk decodes one chunk into v, refusing members v has no place
+// for (ErrUnassembled) unless they are null: a null member carries
+// nothing to rebuild, and some servers send every optional member as
+// null (vLLM's stop_reason).
+func decodeChunk(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			return errors.New("upstream: assemble: data after the chunk's object")
+		}
+		return nil
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if !onlyNullUnknown(data, v) {
+			return fmt.Errorf("%w: %s", ErrUnassembled, name)
+		}
+		if err = json.Unmarshal(data, v); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("upstream: assemble: %w", err)
+}
+
+// onlyNullUnknown reports whether every member of the chunk that v does
+// not decode is null, by decoding data again with those members' values
+// checked: the rare path, taken only for a chunk with an unknown member.
+func onlyNullUnknown(data []byte, v any) bool {
+	return nullsOnly(data, reflect.TypeOf(v).Elem())
+}
+
+// nullsOnly walks the JSON object raw against struct type t: every key
+// t has no field for must be null, recursively for objects and arrays of
+// objects its fields hold.
+func nullsOnly(raw []byte, t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	raw = bytes.TrimSpace(raw)
+	if t.Kind() != reflect.Struct || len(raw) == 0 {
+		return true
+	}
+	switch raw[0] {
+	case '[':
+		var elems []json.RawMessage
+		if json.Unmarshal(raw, &elems) != nil {
+			return false
+		}
+		for _, e := range elems {
+			if !nullsOnly(e, t) {
+				return false
+			}
+		}
+		return true
+	case '{':
+	default:
+		return true
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil {
+		return false
+	}
+	fields := jsonFields(t)
+	for k, v := range members {
+		ft, ok := fields[k]
+		switch {
+		case !ok && string(bytes.TrimSpace(v)) != "null":
+			return false
+		case ok && !nullsOnly(v, ft):
+			return false
+		}
+	}
+	return true
+}
+
+// jsonFields maps the JSON names of struct type t's fields, embedded
+// structs' included, to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous && name == "" {
+			for k, v := range jsonFields(f.Type) {
+				if _, ok := out[k]; !ok {
+					out[k] = v
+				}
+			}
+			continue
+		}
+		if name != "" && name != "-" {
+			out[name] = f.Type
+		}
+	}
+	return out
 }
 
 // addHead takes the first non-empty values: some upstreams (Azure) open

@@ -582,3 +582,57 @@ func BenchmarkAssemble50(b *testing.B) {
 		}
 	}
 }
+
+// TestAssemblerRefusesWhatItCannotRebuild: a chunk member the assembler
+// has no place for, with a value, at any level (delta.audio, a field of a
+// newer API), makes the stream unstorable; a null one, or a member it
+// drops on purpose, does not.
+func TestAssemblerRefusesWhatItCannotRebuild(t *testing.T) {
+	const head = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-audio-preview","choices":[`
+	tests := []struct {
+		name  string
+		give  []string
+		store bool
+	}{
+		{"audio deltas", []string{
+			head + `{"index":0,"delta":{"role":"assistant","content":null,"audio":{"id":"audio_1","data":"UklG","transcript":"Hel","expires_at":1735693200}},"finish_reason":null}]}`,
+			head + `{"index":0,"delta":{"audio":{"data":"RgAA","transcript":"lo"}},"finish_reason":null}]}`,
+			head + `{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+		}, false},
+		{"audio on a later chunk", []string{
+			head + `{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null}]}`,
+			head + `{"index":0,"delta":{"audio":{"transcript":"Hi"}},"finish_reason":"stop"}]}`,
+		}, false},
+		{"an unknown top-level member", []string{
+			head + `{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"citations":["https://example.com"]}`,
+		}, false},
+		{"an unknown choice member", []string{
+			head + `{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":"stop","stop_reason":"</s>"}]}`,
+		}, false},
+		{"an unknown tool-call member", []string{
+			head + `{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{}","strict":true}}]},"finish_reason":"tool_calls"}]}`,
+		}, false},
+		{"null unknown members", []string{
+			head + `{"index":0,"delta":{"role":"assistant","content":"Hi","audio":null},"finish_reason":null,"stop_reason":null}],"citations":null}`,
+			head + `{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+		}, true},
+		{"members dropped on purpose", []string{
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","prompt_filter_results":[{"prompt_index":0}],"choices":[]}`,
+			head + `{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":null,"content_filter_results":{"hate":{"filtered":false}}}],"obfuscation":"x1"}`,
+			head + `{"index":0,"delta":{},"finish_reason":"stop","native_finish_reason":"stop"}],"provider":"OpenAI"}`,
+		}, true},
+	}
+	for _, tt := range tests {
+		a := openai.NewAssembler(openai.ChatCompletionsPath)
+		for _, c := range append(tt.give, "[DONE]") {
+			_ = a.Add([]byte(c))
+		}
+		body, err := a.Body()
+		if tt.store && err != nil {
+			t.Errorf("%s: Body() = %v; want the answer", tt.name, err)
+		}
+		if !tt.store && (!errors.Is(err, openai.ErrUnassembled) || body != nil) {
+			t.Errorf("%s: Body() = %s, %v; want ErrUnassembled", tt.name, body, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/wire"
@@ -51,13 +52,38 @@ func (Format) Parse(tenant, endpoint string, body []byte) (wire.Facts, error) {
 	if err != nil {
 		return wire.Facts{}, err
 	}
-	return wire.Facts{
+	f := wire.Facts{
 		Hash:         r.Hash,
 		Model:        r.Model,
 		Stream:       r.Stream,
 		IncludeUsage: r.IncludeUsage,
 		Estimate:     tokenEstimate(endpoint, len(body), r.MaxTokens, r.N),
-	}, nil
+	}
+	if endpoint == ChatCompletionsPath && asksForAudio(body) {
+		f.Bypass = "audio output"
+	}
+	return f, nil
+}
+
+// asksForAudio reports a chat request for a spoken answer (modalities
+// with "audio", or the audio parameter). Such answers are never cached:
+// their message.audio carries an id the upstream keeps only until its
+// expires_at (a later turn sends that id back), so a stored answer would
+// hand out an id that has expired, and the stream assembler does not
+// rebuild audio deltas. The body is decoded only when it mentions audio
+// at all, so other prompts pay one scan.
+func asksForAudio(body []byte) bool {
+	if !bytes.Contains(body, []byte("audio")) {
+		return false
+	}
+	var v struct {
+		Modalities []string        `json:"modalities"`
+		Audio      json.RawMessage `json:"audio"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return true // audio mentioned, modalities unreadable: do not store what may be audio
+	}
+	return slices.Contains(v.Modalities, "audio") || !isNull(v.Audio)
 }
 
 // tokenEstimate is what a request is charged against tokens/min before it
@@ -213,5 +239,36 @@ type errorDetail struct {
 }
 
 // ErrorEvent implements wire.Format: the error object as a data-only
-// event, with no [DONE] after it.
-func (f Format) ErrorEvent(e wire.Error) []byte { return ErrorEvent(f.ErrorBody(e)) }
+// event, with no [DONE] after it. Chunks are not numbered.
+func (f Format) ErrorEvent(e wire.Error, _ int64) []byte { return ErrorEvent(f.ErrorBody(e)) }
+
+// Sequence implements wire.Format: chat and completion chunks carry no
+// sequence number.
+func (Format) Sequence([]byte) (int64, bool) { return 0, false }
+
+// Answer implements wire.Format: a chat.completion (chat) or a
+// text_completion (completions) with a choices array, or an embeddings
+// list with a data array; an object member, when present, must name that
+// object, and an error member must be absent or null.
+func (Format) Answer(endpoint string, body []byte) bool {
+	var v struct {
+		Object  *string         `json:"object"`
+		Choices json.RawMessage `json:"choices"`
+		Data    json.RawMessage `json:"data"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil || !isNull(v.Error) {
+		return false
+	}
+	object, list := "chat.completion", v.Choices
+	switch endpoint {
+	case CompletionsPath:
+		object = "text_completion"
+	case EmbeddingsPath:
+		object, list = "list", v.Data
+	}
+	return isArray(list) && (v.Object == nil || *v.Object == object)
+}
+
+// isArray reports whether raw is a JSON array.
+func isArray(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '[' }

@@ -50,3 +50,29 @@ func TestParseKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestAnswer(t *testing.T) {
+	tests := []struct {
+		endpoint, give string
+		want           bool
+	}{
+		{"/chat/completions", `{"id":"c","object":"chat.completion","choices":[]}`, true},
+		{"/chat/completions", `{"id":"c","choices":[{"index":0}]}`, true}, // no object: a compatible server
+		{"/chat/completions", `{"error":{"message":"boom"}}`, false},
+		{"/chat/completions", `{"object":"chat.completion","choices":[],"error":{"message":"boom"}}`, false},
+		{"/chat/completions", `{"object":"chat.completion","choices":[],"error":null}`, true},
+		{"/chat/completions", `{"object":"text_completion","choices":[]}`, false},
+		{"/chat/completions", `{"object":"chat.completion"}`, false},
+		{"/chat/completions", `[1]`, false},
+		{"/completions", `{"object":"text_completion","choices":[]}`, true},
+		{"/completions", `{"object":"chat.completion","choices":[]}`, false},
+		{"/embeddings", `{"object":"list","data":[{"object":"embedding","embedding":[0.1]}]}`, true},
+		{"/embeddings", `{"object":"list","choices":[]}`, false},
+		{"/embeddings", `{"error":"no"}`, false},
+	}
+	for _, tt := range tests {
+		if got := (Format{}).Answer(tt.endpoint, []byte(tt.give)); got != tt.want {
+			t.Errorf("Answer(%s, %s) = %v; want %v", tt.endpoint, tt.give, got, tt.want)
+		}
+	}
+}

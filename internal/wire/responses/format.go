@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"math"
@@ -160,6 +161,22 @@ func (Format) Usage(body []byte) wire.Usage {
 	return u
 }
 
+// Answer implements wire.Format: a response object (object "response"
+// when present) with an id and an output array, and a null error (a
+// failed response carries its error there).
+func (Format) Answer(_ string, body []byte) bool {
+	var v struct {
+		Object *string         `json:"object"`
+		ID     string          `json:"id"`
+		Output json.RawMessage `json:"output"`
+		Error  json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil || (len(v.Error) > 0 && string(v.Error) != "null") {
+		return false
+	}
+	return v.ID != "" && len(v.Output) > 0 && v.Output[0] == '[' && (v.Object == nil || *v.Object == "response")
+}
+
 // Replay implements wire.Format with Replay.
 func (Format) Replay(_ string, body []byte, _ wire.Facts) ([][]byte, error) { return Replay(body) }
 
@@ -171,19 +188,53 @@ func (Format) Hidden(wire.Facts) func([]byte) bool { return nil }
 func (Format) ErrorBody(e wire.Error) []byte { return openai.Format{}.ErrorBody(e) }
 
 // ErrorEvent implements wire.Format: a stream Corral must cut ends with
-// "event: error" and {"type":"error","code":...,"message":...,"param":...}.
-func (Format) ErrorEvent(e wire.Error) []byte {
+// "event: error" and the API's error event,
+// {"type":"error","code":...,"message":...,"param":...,"sequence_number":next}:
+// every field the SDKs' ResponseErrorEvent requires, numbered after the
+// events the client already has.
+func (Format) ErrorEvent(e wire.Error, next int64) []byte {
 	var param any
 	if e.Param != "" {
 		param = e.Param
 	}
 	b, _ := json.Marshal(struct {
-		Type    string `json:"type"`
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Param   any    `json:"param"`
-	}{"error", e.Code, e.Message, param})
+		Type           string `json:"type"`
+		Code           string `json:"code"`
+		Message        string `json:"message"`
+		Param          any    `json:"param"`
+		SequenceNumber int64  `json:"sequence_number"`
+	}{"error", e.Code, e.Message, param, next})
 	return sse.Typed("error", b)
+}
+
+// sequenceKey is the member every Responses stream event carries.
+var sequenceKey = []byte(`"sequence_number"`)
+
+// Sequence implements wire.Format: the event's sequence_number. It is
+// found without decoding the event (which runs for every event relayed):
+// the first "sequence_number" member, the top-level one in every event of
+// the API (no nested object has one, and inside a JSON string the quotes
+// would be escaped).
+func (Format) Sequence(ev []byte) (int64, bool) {
+	i := bytes.Index(ev, sequenceKey)
+	if i < 0 {
+		return 0, false
+	}
+	rest := bytes.TrimLeft(ev[i+len(sequenceKey):], " \t")
+	rest, ok := bytes.CutPrefix(rest, []byte{':'})
+	if !ok {
+		return 0, false
+	}
+	rest = bytes.TrimLeft(rest, " \t")
+	var n int64
+	digits := 0
+	for ; digits < len(rest) && rest[digits] >= '0' && rest[digits] <= '9'; digits++ {
+		if n > (math.MaxInt64-9)/10 {
+			return 0, false // beyond any stream's length
+		}
+		n = n*10 + int64(rest[digits]-'0')
+	}
+	return n, digits > 0
 }
 
 // ErrIncomplete is Finish's answer for a stream that did not end with

@@ -213,12 +213,92 @@ func TestParse(t *testing.T) {
 
 func TestErrorEvent(t *testing.T) {
 	f := Format{}
-	got := string(f.ErrorEvent(wire.Error{Status: 502, Type: "server_error", Code: "upstream_error", Message: "cut"}))
-	want := "event: error\ndata: {\"type\":\"error\",\"code\":\"upstream_error\",\"message\":\"cut\",\"param\":null}\n\n"
+	got := string(f.ErrorEvent(wire.Error{Status: 502, Type: "server_error", Code: "upstream_error", Message: "cut"}, 12))
+	want := "event: error\ndata: {\"type\":\"error\",\"code\":\"upstream_error\",\"message\":\"cut\",\"param\":null,\"sequence_number\":12}\n\n"
 	if got != want {
 		t.Errorf("ErrorEvent = %q; want %q", got, want)
 	}
 	if !f.IsEnd([]byte(got)) {
 		t.Error("the error event does not end the stream")
+	}
+}
+
+// TestCutReplayEndsWithTheNextSequenceNumber: a replay cut after any
+// number of its events, ended by the error event numbered with
+// wire.NextSequence, is a stream the official SDK decodes, whose error
+// event (every field of ResponseErrorEvent present) takes the number
+// after the last event the client got.
+func TestCutReplayEndsWithTheNextSequenceNumber(t *testing.T) {
+	f := Format{}
+	events, err := Replay([]byte(stored))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cut := range len(events) {
+		var next int64
+		sent := append([][]byte(nil), events[:cut]...)
+		for _, ev := range sent {
+			next = wire.NextSequence(f, next, ev)
+		}
+		sent = append(sent, f.ErrorEvent(wire.Error{Status: 502, Code: "upstream_error", Message: "cut"}, next))
+		got := sdkStream(t, sent)
+		last := got[len(got)-1]
+		if last.Type != "error" {
+			t.Fatalf("cut at %d: last event %q", cut, last.Type)
+		}
+		e := last.AsError()
+		if e.SequenceNumber != int64(cut) || !e.JSON.SequenceNumber.Valid() || e.Code != "upstream_error" || e.Message != "cut" {
+			t.Fatalf("cut at %d: error event %+v (raw %s)", cut, e, e.RawJSON())
+		}
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(e.RawJSON()), &raw); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"type", "code", "message", "param", "sequence_number"} {
+			if _, ok := raw[k]; !ok {
+				t.Errorf("cut at %d: the error event has no %s", cut, k)
+			}
+		}
+	}
+}
+
+func TestSequence(t *testing.T) {
+	tests := []struct {
+		give   string
+		want   int64
+		wantOK bool
+	}{
+		{"event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{}}\n\n", 0, true},
+		{"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\" : 41,\"delta\":\"x\"}\n\n", 41, true},
+		{"data: {\"delta\":\"says \\\"sequence_number\\\":9\",\"sequence_number\":3}\n\n", 3, true},
+		{"data: {\"response\":{},\"sequence_number\":1234567}\n\n", 1234567, true},
+		{"event: ping\ndata: {}\n\n", 0, false},
+		{"data: {\"sequence_number\":null}\n\n", 0, false},
+		{"data: {\"sequence_number\":99999999999999999999}\n\n", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := Format{}.Sequence([]byte(tt.give))
+		if got != tt.want || ok != tt.wantOK {
+			t.Errorf("Sequence(%q) = %d, %v; want %d, %v", tt.give, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}
+
+func TestAnswer(t *testing.T) {
+	tests := []struct {
+		give string
+		want bool
+	}{
+		{stored, true},
+		{`{"id":"resp_1","object":"response","output":[],"error":null}`, true},
+		{`{"id":"resp_1","object":"response","status":"failed","output":[],"error":{"code":"server_error","message":"x"}}`, false},
+		{`{"error":{"message":"boom","type":"server_error"}}`, false},
+		{`{"id":"resp_1","object":"chat.completion","output":[]}`, false},
+		{`{"id":"resp_1","object":"response"}`, false},
+	}
+	for _, tt := range tests {
+		if got := (Format{}).Answer(Path, []byte(tt.give)); got != tt.want {
+			t.Errorf("Answer(%s) = %v; want %v", tt.give, got, tt.want)
+		}
 	}
 }
