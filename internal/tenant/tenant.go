@@ -93,8 +93,25 @@ type Spec struct {
 	KeySHA256 []string // hex digests of keys without id or expiry (the file's)
 	// Keys are keys with an id and an optional expiry (the admin API's).
 	Keys []Key
+	// Doc is the policy as a JSON object of tenants-file fields, as the
+	// file or the admin API set it: what the admin API shows.
+	Doc []byte
 	// Policy is copied into the Tenant, normalised (see Tenant.Policy).
 	Policy
+}
+
+// PolicyError is a policy field that does not validate; Field is its name
+// in the tenants file (cache_ttl, models[2]).
+type PolicyError struct {
+	Field   string
+	Problem string
+}
+
+func (e *PolicyError) Error() string {
+	if e.Field == "" {
+		return "tenant: policy: " + e.Problem
+	}
+	return "tenant: policy: " + e.Field + ": " + e.Problem
 }
 
 // Key is one key of an API tenant as the registry needs it: never the
@@ -303,6 +320,16 @@ func (r *Registry) Spec(id string) (Spec, bool) {
 		return Spec{}, false
 	}
 	return *s, true
+}
+
+// IDs returns the tenants' ids, sorted.
+func (r *Registry) IDs() []string {
+	ids := make([]string, 0, len(r.byID))
+	for id := range r.byID {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // Len is the number of tenants.
