@@ -224,6 +224,7 @@ func TestAdminBadInput(t *testing.T) {
 		{"POST", "/admin/tenants/acme/keys", `{"expires_at":"2001-01-01T00:00:00Z"}`, 400, "expires_at"},
 		{"POST", "/admin/tenants/acme/keys", `{"expires_at":"tomorrow"}`, 400, "expires_at"},
 		{"POST", "/admin/tenants/acme/keys", `{"scope":"all"}`, 400, "scope"},
+		{"POST", "/admin/tenants/acme/keys", `{"name":"sk-corral-pasted-key"}`, 400, "name"},
 		{"POST", "/admin/tenants/nobody/keys", `{}`, 404, "tenant"},
 		{"DELETE", "/admin/tenants/acme/keys/key_nope", ``, 400, "key_id"},
 		{"DELETE", "/admin/tenants/acme/keys/key_000000000000000000000000", ``, 404, "key_id"},

@@ -78,7 +78,7 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		switch name {
 		case "name":
 			if json.Unmarshal(raw, &req.Name) != nil || !validKeyName(req.Name) {
-				writeError(w, errInvalidRequest("\"name\" must be a string of at most 64 printable characters.", "name"))
+				writeError(w, errInvalidRequest("\"name\" must be a string of at most 64 printable characters, not starting with \"sk-\".", "name"))
 				return
 			}
 		case "expires_at":
@@ -119,8 +119,10 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(createdKeyJSON{ID: k.ID, Key: key, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt})
 }
 
+// validKeyName refuses a name that is too long, not text, or looks like
+// a key: a key pasted into the name would be listed to every admin.
 func validKeyName(n string) bool {
-	if utf8.RuneCountInString(n) > 64 || !utf8.ValidString(n) {
+	if utf8.RuneCountInString(n) > 64 || !utf8.ValidString(n) || strings.HasPrefix(strings.ToLower(n), "sk-") {
 		return false
 	}
 	return !strings.ContainsFunc(n, func(r rune) bool { return r < 0x20 || r == 0x7f })
