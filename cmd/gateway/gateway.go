@@ -214,6 +214,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	mode := "embedded"
 	var objStore objects.Store
 	var tstore tenantstore.Store
+	var dur *durability // distributed mode: is Redis keeping durable state?
 	if cfg.RedisURL != "" {
 		mode = "distributed"
 		rdb, err := newRedis(ctx, cfg.RedisURL, redisTopology{cluster: cfg.RedisCluster, sentinelMaster: cfg.RedisSentinelMaster}, log)
@@ -232,6 +233,8 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 			Probe:    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
 		})
 		gw.closers = append(gw.closers, runOwned(health.Run))
+		dur = &durability{rdb: rdb, log: log}
+		gw.closers = append(gw.closers, runOwned(dur.run))
 		parts := redisflight.New(rdb, redisflight.Options{LockTTL: cfg.LockTTL, Logger: log, Health: health})
 		gw.closers = append(gw.closers, func() { _ = parts.Close() })
 		if cc, ok := rdb.(*redis.ClusterClient); ok {
@@ -291,6 +294,12 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 			detail["redis"] = "ok"
 			if !srv.RedisHealthy() {
 				detail["redis"] = "unreachable" // degraded, still serving
+			}
+			if w := dur.Warning(); w != "" {
+				if prev, ok := detail["warning"].(string); ok {
+					w = prev + "; " + w
+				}
+				detail["warning"] = w // still ready: the cache works
 			}
 		}
 		return true, detail
