@@ -74,3 +74,15 @@ func TestMirrorHearsNotifications(t *testing.T) {
 		t.Errorf("notified load = %v", ts)
 	}
 }
+
+// TestRedisNotificationsEndWithTheirContext: the subscription's goroutine
+// is gone once its context ends, even on a quiet channel (goleak).
+func TestRedisNotificationsEndWithTheirContext(t *testing.T) {
+	rdb := redistest.Client(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s := tenantstore.NewRedis(rdb, tenantstore.RedisOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	notes := s.Notifications(ctx)
+	<-notes // subscribed
+	cancel()
+}

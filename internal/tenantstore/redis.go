@@ -181,8 +181,11 @@ func (r *Redis) Revision(ctx context.Context) (int64, error) {
 func (r *Redis) Notifications(ctx context.Context) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	ps := r.rdb.Subscribe(ctx, RedisChannel)
+	// Closing the subscription is what ends a Receive blocked on a quiet
+	// channel; ctx alone may not interrupt the read.
+	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
 	go func() {
-		defer ps.Close()
+		defer stop()
 		for {
 			msg, err := ps.Receive(ctx)
 			if ctx.Err() != nil {
