@@ -323,3 +323,38 @@ func TestMergePatch(t *testing.T) {
 		t.Error("a patch that is not an object was applied")
 	}
 }
+
+// TestRedisClusterStore: on a real Redis Cluster every change script
+// touches one slot, listing needs no SCAN, and notifications arrive.
+func TestRedisClusterStore(t *testing.T) {
+	c := redistest.StartCluster(t, 3, 0)
+	s := tenantstore.NewRedis(c.Client(), tenantstore.RedisOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	notes := s.Notifications(ctx)
+	select {
+	case <-notes: // subscribed: messages come after this on the connection
+	case <-time.After(5 * time.Second):
+		t.Fatal("no subscription on a cluster")
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if _, _, err := s.Apply(ctx, tenantstore.TenantCreated{ID: id}, meta()); err != nil {
+			t.Fatalf("create %s on a cluster: %v", id, err)
+		}
+	}
+	if _, _, err := s.Apply(ctx, tenantstore.KeyCreated{Tenant: "b", Key: tenantstore.Key{ID: "key_1", SHA256: "ab"}}, meta()); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := s.List(ctx)
+	if err != nil || len(ts) != 4 || len(ts[1].Keys) != 1 {
+		t.Fatalf("List = %+v, %v", ts, err)
+	}
+	if evs, err := s.Audit(ctx, 10); err != nil || len(evs) != 5 {
+		t.Errorf("Audit = %d events, %v", len(evs), err)
+	}
+	select {
+	case <-notes:
+	case <-time.After(5 * time.Second):
+		t.Error("no change notification on a cluster")
+	}
+}
