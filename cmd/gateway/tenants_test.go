@@ -314,3 +314,35 @@ func TestConcurrentPatchesOfOneTenant(t *testing.T) {
 		t.Errorf("version %v after %d patches", v, len(patches))
 	}
 }
+
+// TestDeleteTenantPurgesItsCache: a deleted tenant's keys stop working
+// and its cache is gone: the same id created again answers MISS. A key's
+// last use shows in the listing, to the minute.
+func TestDeleteTenantPurgesItsCache(t *testing.T) {
+	rs := redistest.Start(t)
+	base := redisGateways(t, []string{"CORRAL_REDIS_URL=" + rs.URL()}, mockllm.New(mockllm.Options{}), 1)[0]
+	mustAdmin(t, http.StatusCreated, base, "POST", "/admin/tenants", `{"id":"gone"}`)
+	key, _ := newKeyOn(t, base, "gone", "")
+	for _, want := range []string{"MISS", "HIT"} {
+		if code, cache, err := postChat(base, key, "purge me"); code != 200 || cache != want || err != nil {
+			t.Fatalf("%d %s %v; want 200 %s", code, cache, err, want)
+		}
+	}
+	keys := mustAdmin(t, http.StatusOK, base, "GET", "/admin/tenants/gone/keys", "")["keys"].([]any)
+	used, _ := time.Parse(time.RFC3339, fmt.Sprint(keys[0].(map[string]any)["last_used"]))
+	if since := time.Since(used); since < 0 || since > 2*time.Minute || used.Second() != 0 {
+		t.Errorf("last_used = %v; want this minute", keys[0].(map[string]any)["last_used"])
+	}
+	out := mustAdmin(t, http.StatusOK, base, "DELETE", "/admin/tenants/gone", "")
+	if out["cache_purged"] != true || out["purged"].(float64) < 1 {
+		t.Errorf("DELETE = %v; want the cache purged", out)
+	}
+	if code := chatCode(t, base, key, "purge me"); code != 401 {
+		t.Errorf("deleted tenant's key: %d", code)
+	}
+	mustAdmin(t, http.StatusCreated, base, "POST", "/admin/tenants", `{"id":"gone"}`)
+	key2, _ := newKeyOn(t, base, "gone", "")
+	if code, cache, _ := postChat(base, key2, "purge me"); code != 200 || cache != "MISS" {
+		t.Errorf("recreated tenant: %d %s; want a MISS (the cache was purged)", code, cache)
+	}
+}
