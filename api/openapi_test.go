@@ -98,18 +98,23 @@ func TestVersion(t *testing.T) {
 func TestPaths(t *testing.T) {
 	d := doc(t)
 	want := map[string][]string{
-		"/v1/chat/completions":        {"post"},
-		"/v1/completions":             {"post"},
-		"/v1/embeddings":              {"post"},
-		"/v1/models":                  {"get"},
-		"/v1/{path}":                  {"get", "post", "put", "patch", "delete"},
-		"/healthz":                    {"get"},
-		"/readyz":                     {"get"},
-		"/metrics":                    {"get"},
-		"/admin/tenants/{id}/usage":   {"get"},
-		"/admin/cache/{tenant}":       {"delete"},
-		"/admin/cache/{tenant}/{key}": {"delete"},
-		"/admin/reload":               {"post"},
+		"/v1/chat/completions":              {"post"},
+		"/v1/completions":                   {"post"},
+		"/v1/embeddings":                    {"post"},
+		"/v1/models":                        {"get"},
+		"/v1/{path}":                        {"get", "post", "put", "patch", "delete"},
+		"/healthz":                          {"get"},
+		"/readyz":                           {"get"},
+		"/metrics":                          {"get"},
+		"/admin/tenants/{id}/usage":         {"get"},
+		"/admin/cache/{tenant}":             {"delete"},
+		"/admin/cache/{tenant}/{key}":       {"delete"},
+		"/admin/reload":                     {"post"},
+		"/admin/tenants":                    {"get", "post"},
+		"/admin/tenants/{id}":               {"get", "patch", "delete"},
+		"/admin/tenants/{id}/keys":          {"get", "post"},
+		"/admin/tenants/{id}/keys/{key_id}": {"delete"},
+		"/admin/audit":                      {"get"},
 	}
 	paths := mapping(t, d, "paths")
 	for p, methods := range want {
@@ -277,6 +282,9 @@ func TestErrorCodes(t *testing.T) {
 		"stored_objects_disabled":     "403",
 		"not_found":                   "404",
 		"ownership_unavailable":       "503",
+		"tenant_exists":               "409",
+		"tenant_managed_by_file":      "409",
+		"tenant_store_unavailable":    "503",
 	}
 	seen := map[string]map[string]bool{} // code → statuses
 	for _, item := range mapping(t, d, "paths") {

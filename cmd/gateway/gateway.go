@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -31,6 +32,7 @@ import (
 	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/telemetry/otlp"
 	"github.com/corralhq/corral/internal/tenant"
+	"github.com/corralhq/corral/internal/tenantstore"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/usage"
 )
@@ -54,6 +56,8 @@ type gatewayOptions struct {
 	// LogDropped reads how many log lines the asynchronous log sink
 	// dropped (corral_log_lines_dropped_total); nil exports no count.
 	LogDropped func() uint64
+	// Now is the server's clock (key expiry, ...). Default time.Now.
+	Now func() time.Time
 }
 
 // gateway is a wired Corral: the HTTP handler plus what it owns.
@@ -198,6 +202,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		Tracing:           tp.TracerProvider(),
 		AdminToken:        cfg.AdminToken,
 		Prices:            prices,
+		Now:               o.Now,
 	}
 	if cfg.TenantsFile != "" || reloadUpstreams != nil || cfg.PricesFile != "" {
 		// A reload re-reads every file and swaps in none unless all
@@ -237,6 +242,8 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	}
 	mode := "embedded"
 	var objStore objects.Store
+	var tstore tenantstore.Store
+	var dur *durability // distributed mode: is Redis keeping durable state?
 	if cfg.RedisURL != "" {
 		mode = "distributed"
 		rdb, err := newRedis(ctx, cfg.RedisURL, redisTopology{cluster: cfg.RedisCluster, sentinelMaster: cfg.RedisSentinelMaster}, log)
@@ -257,6 +264,8 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 			ProbeTimeout:  500 * time.Millisecond,
 		})
 		gw.closers = append(gw.closers, runOwned(health.Run))
+		dur = &durability{rdb: rdb, log: log}
+		gw.closers = append(gw.closers, runOwned(dur.run))
 		parts := redisflight.New(rdb, redisflight.Options{LockTTL: cfg.LockTTL, Logger: log, Health: health})
 		gw.closers = append(gw.closers, func() { _ = parts.Close() })
 		if cc, ok := rdb.(*redis.ClusterClient); ok {
@@ -266,6 +275,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		so.Health = health
 		so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
 		objStore = objects.NewRedis(rdb, objects.RedisOptions{})
+		tstore = tenantstore.NewRedis(rdb, tenantstore.RedisOptions{})
 		so.Locker, so.Bus, so.Streams, so.Marker = parts.Locker, parts.Bus, parts.Streams, parts.Marker
 		so.LockTTL = cfg.LockTTL
 		rec := usage.NewRedis(rdb, usage.RedisOptions{Logger: log})
@@ -310,6 +320,17 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		objStore = b
 		log.Info("stored-object ownership kept in the data dir", slog.String("path", filepath.Join(cfg.DataDir, objects.BoltFile)))
 	}
+	// API tenants and keys: in Redis in distributed mode, in their own
+	// bbolt file next to objects.db in embedded mode.
+	if tstore == nil {
+		b, err := tenantstore.OpenBolt(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		gw.closers = append(gw.closers, func() { _ = b.Close() })
+		tstore = b
+	}
+	so.TenantStore, so.ParsePolicy = tstore, policyParser(cfg)
 	owners := objects.NewRegistry(objStore, objects.RegistryOptions{Logger: log})
 	gw.closers = append(gw.closers, owners.Close)
 	so.Objects = owners
@@ -324,6 +345,12 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 			if !srv.RedisHealthy() {
 				detail["redis"] = "unreachable" // degraded, still serving
 			}
+			if w := dur.Warning(); w != "" {
+				if prev, ok := detail["warning"].(string); ok {
+					w = prev + "; " + w
+				}
+				detail["warning"] = w // still ready: the cache works
+			}
 		}
 		return true, detail
 	}
@@ -333,12 +360,38 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	}
 	gw.Handler = srv
 	gw.srv = srv
+	// Every instance mirrors the store's tenants: loaded once before
+	// serving, then kept current (pub/sub, resync every 10 s).
+	mirror := tenantstore.NewMirror(tstore, srv.SetAPITenants, tenantstore.MirrorOptions{Logger: log})
+	if err := mirror.Load(ctx); err != nil {
+		log.Warn("api tenants: store unreachable at start; serving the file's tenants until it answers", slog.String("error", err.Error()))
+	}
+	gw.closers = append(gw.closers, runOwned(mirror.Run), runOwned(func(ctx context.Context) { touchKeys(ctx, srv, log) }))
 	log.Info("corral configured",
 		slog.String("mode", mode),
 		slog.Int("tenants", reg.Len()),
 		slog.String("upstream", redact.URL(cfg.UpstreamURL)),
 		slog.Bool("demo", o.Demo))
 	return gw, nil
+}
+
+// touchKeys writes the API keys' last use every 30 s until ctx ends.
+func touchKeys(ctx context.Context, srv *server.Server, log *slog.Logger) {
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	var since int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			next, err := srv.TouchKeys(ctx, since)
+			if err != nil && ctx.Err() == nil {
+				log.Debug("api keys: last use not written", slog.String("error", err.Error()))
+			}
+			since = next
+		}
+	}
 }
 
 // noTenantsWarning is logged at start and on every reload, and shown in
@@ -384,41 +437,66 @@ func tenantSpecs(cfg config.Config) ([]tenant.Spec, error) {
 	}
 	specs := make([]tenant.Spec, 0, len(tf.Tenants))
 	for _, t := range tf.Tenants {
-		s := tenant.Spec{
-			ID: t.ID,
-			Policy: tenant.Policy{
-				RequestsPerMinute:    t.RequestsPerMinute,
-				TokensPerMinute:      t.TokensPerMinute,
-				MaxLeaders:           t.Leaders(),
-				Models:               t.Models,
-				CacheTTL:             cfg.CacheTTL,
-				NegativeTTL:          cfg.NegativeTTL,
-				StaleWhileRevalidate: cfg.StaleRevalidate,
-				StaleIfError:         cfg.StaleIfError,
-				Cache:                t.Caches(),
-				DenyObjects:          t.DeniesObjects(),
-				Budget:               t.Budget(),
-				AllowUnmetered:       t.AllowsUnmetered(),
-			},
-		}
-		if t.CacheTTL != nil {
-			s.CacheTTL = t.CacheTTL.Duration
-		}
-		if t.NegativeTTL != nil {
-			s.NegativeTTL = t.NegativeTTL.Duration
-		}
-		if t.StaleWhileRevalidate != nil {
-			s.StaleWhileRevalidate = t.StaleWhileRevalidate.Duration
-		}
-		if t.StaleIfError != nil {
-			s.StaleIfError = t.StaleIfError.Duration
-		}
+		s := specOf(cfg, t)
 		for _, k := range t.Keys {
 			s.KeySHA256 = append(s.KeySHA256, k.SHA256)
 		}
 		specs = append(specs, s)
 	}
 	return specs, nil
+}
+
+// specOf turns a tenants-file tenant (or an API tenant's policy, which
+// config.ParsePolicy reads into the same type) into a registry spec,
+// applying the process-wide defaults. Keys are the caller's.
+func specOf(cfg config.Config, t config.TenantSpec) tenant.Spec {
+	s := tenant.Spec{
+		ID:  t.ID,
+		Doc: t.PolicyJSON(),
+		Policy: tenant.Policy{
+			RequestsPerMinute:    t.RequestsPerMinute,
+			TokensPerMinute:      t.TokensPerMinute,
+			MaxLeaders:           t.Leaders(),
+			Models:               t.Models,
+			CacheTTL:             cfg.CacheTTL,
+			NegativeTTL:          cfg.NegativeTTL,
+			StaleWhileRevalidate: cfg.StaleRevalidate,
+			StaleIfError:         cfg.StaleIfError,
+			Cache:                t.Caches(),
+			DenyObjects:          t.DeniesObjects(),
+			Budget:               t.Budget(),
+			AllowUnmetered:       t.AllowsUnmetered(),
+		},
+	}
+	if t.CacheTTL != nil {
+		s.CacheTTL = t.CacheTTL.Duration
+	}
+	if t.NegativeTTL != nil {
+		s.NegativeTTL = t.NegativeTTL.Duration
+	}
+	if t.StaleWhileRevalidate != nil {
+		s.StaleWhileRevalidate = t.StaleWhileRevalidate.Duration
+	}
+	if t.StaleIfError != nil {
+		s.StaleIfError = t.StaleIfError.Duration
+	}
+	return s
+}
+
+// policyParser validates an API tenant's policy with the tenants file's
+// rules and defaults.
+func policyParser(cfg config.Config) func([]byte) (tenant.Policy, error) {
+	return func(doc []byte) (tenant.Policy, error) {
+		t, err := config.ParsePolicy(doc)
+		if err != nil {
+			var fe *config.FileError
+			if errors.As(err, &fe) {
+				return tenant.Policy{}, &tenant.PolicyError{Field: fe.Field, Problem: fe.Problem}
+			}
+			return tenant.Policy{}, err
+		}
+		return specOf(cfg, t).Policy, nil
+	}
 }
 
 // refuseDemoKey stops a gateway whose tenants file accepts the public demo

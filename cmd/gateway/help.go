@@ -15,11 +15,13 @@ var subcommands = []struct{ usage, doc string }{
 	{"gateway -demo", "serve the built-in mock model with the demo key sk-corral-demo (no account, no network)"},
 	{"gateway keygen", "print a new tenant key and the sha256 line for the tenants file"},
 	{"gateway healthcheck [-url URL] [-timeout D]", "exit 0 when the gateway at CORRAL_ADDR answers ready on /readyz (for container healthchecks)"},
+	{"gateway tenants list|create|delete", "list, create (-policy JSON) or delete API tenants of the gateway at CORRAL_ADMIN_URL (CORRAL_ADMIN_TOKEN); -h for each"},
+	{"gateway keys create|list|revoke", "make (-name, -expires), list or revoke an API tenant's keys through the admin API; -h for each"},
 	{"gateway help, gateway -h", "print this help"},
 }
 
 func subcommandNames() string {
-	return "keygen, healthcheck, help"
+	return "keygen, healthcheck, tenants, keys, help"
 }
 
 // writeHelp prints the subcommands and every variable with its default and

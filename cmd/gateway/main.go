@@ -4,6 +4,8 @@
 //	gateway -demo        serve with the built-in mock model and a demo key
 //	gateway keygen       print a new tenant key and its tenants-file line
 //	gateway healthcheck  exit 0 when the gateway at CORRAL_ADDR is ready
+//	gateway tenants      list, create or delete API tenants (admin API)
+//	gateway keys         create, list or revoke API keys (admin API)
 //	gateway help         list the subcommands and every CORRAL_* variable
 package main
 

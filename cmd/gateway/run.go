@@ -32,6 +32,10 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 			return keygen(stdout)
 		case "healthcheck":
 			return healthcheck(ctx, args[1:], environ, stdout, stderr)
+		case "tenants":
+			return tenantsCmd(ctx, args[1:], environ, stdout, stderr)
+		case "keys":
+			return keysCmd(ctx, args[1:], environ, stdout, stderr)
 		case "help":
 			return writeHelp(stdout)
 		}

@@ -434,3 +434,17 @@ func TestChartSecretsAreReferences(t *testing.T) {
 		t.Errorf("secret references %v; want %v", refs, want)
 	}
 }
+
+// TestChartNotesAskForDurableRedis: with an external Redis the notes ask
+// for the persistence and eviction policy the durable state needs.
+func TestChartNotesAskForDurableRedis(t *testing.T) {
+	notes, err := os.ReadFile(filepath.Join(chart, "templates", "NOTES.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--appendonly yes", "--appendfsync everysec", "volatile-lru", "API tenants and keys"} {
+		if !bytes.Contains(notes, []byte(want)) {
+			t.Errorf("NOTES.txt does not say %q", want)
+		}
+	}
+}

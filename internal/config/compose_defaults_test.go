@@ -264,3 +264,30 @@ func TestDeployTenantsFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeRedisKeepsDurableState: Redis runs with an append-only file
+// fsynced every second on a named volume, so API tenants and keys, object
+// owners and the audit trail survive a restart of the container.
+func TestComposeRedisKeepsDurableState(t *testing.T) {
+	r := services(t, "redis")
+	arg := func(flag string) string {
+		i := slices.Index(r.Command, flag)
+		if i < 0 || i+1 >= len(r.Command) {
+			return ""
+		}
+		return r.Command[i+1]
+	}
+	if arg("--appendonly") != "yes" || arg("--appendfsync") != "everysec" {
+		t.Errorf("redis command %v; want --appendonly yes --appendfsync everysec", r.Command)
+	}
+	named := false
+	for _, v := range r.Volumes {
+		src, dst, _ := strings.Cut(v, ":")
+		if dst == "/data" && src != "" && !strings.ContainsAny(src, "./") {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("redis volumes %v; want a named volume on /data", r.Volumes)
+	}
+}

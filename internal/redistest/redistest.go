@@ -36,6 +36,9 @@ type Server struct {
 	port int
 	url  string
 
+	// persist are the persistence flags (StartAOF); nil: none.
+	persist []string
+
 	mu  sync.Mutex // protects cmd
 	cmd *exec.Cmd  // nil while stopped or when external
 }
@@ -44,11 +47,28 @@ type Server struct {
 // shutdown with tb.Cleanup.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	return start(tb, nil)
+}
+
+// StartAOF is Start with an append-only file fsynced on every write, in a
+// directory of the test's: Restart then starts the server again from that
+// file, as a production Redis restarts (the shipped compose's setting,
+// with fsync always so the test loses nothing to timing).
+func StartAOF(tb testing.TB) *Server {
+	tb.Helper()
+	if os.Getenv("CORRAL_TEST_REDIS_URL") != "" {
+		tb.Skip("redistest: an external CORRAL_TEST_REDIS_URL server cannot be restarted from its AOF")
+	}
+	return start(tb, []string{"--appendonly", "yes", "--appendfsync", "always", "--dir", tb.TempDir()})
+}
+
+func start(tb testing.TB, persist []string) *Server {
+	tb.Helper()
 	if u := os.Getenv("CORRAL_TEST_REDIS_URL"); u != "" {
 		return &Server{tb: tb, url: u}
 	}
 	bin := lookPaths(tb, "; set CORRAL_TEST_REDIS_URL or install redis-server", "redis-server")[0]
-	s := &Server{tb: tb, bin: bin}
+	s := &Server{tb: tb, bin: bin, persist: persist}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		s.port = freePort(tb)
@@ -130,7 +150,8 @@ func (s *Server) signal(sig syscall.Signal) {
 	}
 }
 
-// Restart starts the server again on the same port, empty, after Stop.
+// Restart starts the server again on the same port after Stop: empty, or
+// from its append-only file for a server of StartAOF.
 func (s *Server) Restart() {
 	s.tb.Helper()
 	if s.bin == "" {
@@ -150,14 +171,15 @@ func (s *Server) Restart() {
 func (s *Server) Stoppable() bool { return s.bin != "" }
 
 func (s *Server) launch() error {
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--protected-mode", "no",
 		"--loglevel", "warning",
-	)
+	}
+	cmd := exec.Command(s.bin, append(args, s.persist...)...)
 	if err := cmd.Start(); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -26,6 +27,15 @@ func (s *Server) adminRoutes(r chi.Router) {
 	r.Delete("/cache/{tenant}", s.handlePurgeTenant)
 	r.Delete("/cache/{tenant}/{key}", s.handlePurgeKey)
 	r.Post("/reload", s.handleReload)
+	r.Get("/tenants", s.handleListTenants)
+	r.Post("/tenants", s.handleCreateTenant)
+	r.Get("/tenants/{id}", s.handleGetTenant)
+	r.Patch("/tenants/{id}", s.handlePatchTenant)
+	r.Delete("/tenants/{id}", s.handleDeleteTenant)
+	r.Get("/tenants/{id}/keys", s.handleListKeys)
+	r.Post("/tenants/{id}/keys", s.handleCreateKey)
+	r.Delete("/tenants/{id}/keys/{key_id}", s.handleRevokeKey)
+	r.Get("/audit", s.handleAudit)
 	r.Put("/tenants/{id}/objects/{object_id}", s.handleAssignObject)
 	r.Delete("/tenants/{id}/objects/{object_id}", s.handleUnassignObject)
 }
@@ -149,17 +159,27 @@ func (s *Server) handlePurgeTenant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errUnknownTenant(id))
 		return
 	}
+	total, err := s.purgeTenant(r.Context(), id)
+	if err != nil {
+		recordFrom(r.Context()).err = err.Error()
+		writeError(w, errPurgeFailed)
+		return
+	}
+	writeJSON(w, map[string]int{"deleted": total})
+}
+
+// purgeTenant removes a tenant's positive and negative entries and
+// returns how many.
+func (s *Server) purgeTenant(ctx context.Context, id string) (int, error) {
 	total := 0
 	for _, kind := range []keying.Kind{keying.Response, keying.Negative} {
-		n, err := s.cache.DeletePattern(r.Context(), keying.TenantPattern(id)+"}:"+string(kind))
+		n, err := s.cache.DeletePattern(ctx, keying.TenantPattern(id)+"}:"+string(kind))
 		if err != nil {
-			recordFrom(r.Context()).err = err.Error()
-			writeError(w, errPurgeFailed)
-			return
+			return total, err
 		}
 		total += n
 	}
-	writeJSON(w, map[string]int{"deleted": total})
+	return total, nil
 }
 
 // handlePurgeKey removes one prompt's positive and negative entries.

@@ -12,7 +12,7 @@ import (
 // request with 401 otherwise.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t, ok := s.tenants.Load().Authenticate(bearerKey(r))
+		t, ok := s.tenants.Load().AuthenticateAt(bearerKey(r), s.now())
 		if !ok {
 			if anthropicRoute(w) {
 				writeError(w, errInvalidAnthropicKey)

@@ -13,6 +13,8 @@ import (
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/ratelimit"
+	"github.com/corralhq/corral/internal/tenant"
+	"github.com/corralhq/corral/internal/tenantstore"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/wire"
 	"github.com/corralhq/corral/internal/wire/anthropic"
@@ -298,4 +300,40 @@ func errBadBody(err error) *apiError {
 func errConcurrency(max int) *apiError {
 	return &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "tenant_concurrency_exceeded",
 		Message: "Too many concurrent upstream calls for this tenant (limit " + strconv.Itoa(max) + " per gateway instance); retry shortly."}
+}
+
+// Admin API refusals of the tenant store's changes.
+var (
+	errAdminTooLarge = clientError(http.StatusRequestEntityTooLarge, "request_too_large", "An admin request body is at most 64 KiB.")
+	// errNoTenantStore: a gateway wired without a tenant store.
+	errNoTenantStore = errors.New("server: no tenant store")
+)
+
+func errManagedByFile(id string) *apiError {
+	return clientError(http.StatusConflict, "tenant_managed_by_file",
+		"Tenant "+jsonQuote(id)+" is declared in the tenants file; change it there and reload.").withParam("id")
+}
+
+// statusOfStore is what a tenant-store error tells the client: the
+// store's refusals as 404 and 409, a policy that does not validate as 400
+// naming its field, and a store that failed (Redis down, a file error) as
+// 503, after which nothing was written.
+func statusOfStore(err error, id string) *apiError {
+	var pe *tenant.PolicyError
+	switch {
+	case errors.As(err, &pe):
+		return errInvalidRequest("Invalid tenant policy: "+pe.Problem, pe.Field)
+	case errors.Is(err, tenantstore.ErrExists):
+		return clientError(http.StatusConflict, "tenant_exists", "A tenant with id "+jsonQuote(id)+" exists.").withParam("id")
+	case errors.Is(err, tenantstore.ErrNotFound):
+		return errUnknownTenant(id)
+	case errors.Is(err, tenantstore.ErrKeyNotFound):
+		return clientError(http.StatusNotFound, "not_found", "Tenant "+jsonQuote(id)+" has no key with this id.").withParam("key_id")
+	case errors.Is(err, tenantstore.ErrContended):
+		return serverError(http.StatusServiceUnavailable, "tenant_store_busy", "The tenant changed concurrently too often; retry the change.")
+	case errors.Is(err, errNoTenantStore):
+		return serverError(http.StatusServiceUnavailable, "tenant_store_unavailable", "This gateway has no tenant store.")
+	}
+	return serverError(http.StatusServiceUnavailable, "tenant_store_unavailable",
+		"The tenant store (Redis, or the data dir in embedded mode) is unreachable; nothing was changed. Retry when it is back.")
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/corralhq/corral/internal/spend"
 	"github.com/corralhq/corral/internal/telemetry"
 	"github.com/corralhq/corral/internal/tenant"
+	"github.com/corralhq/corral/internal/tenantstore"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/usage"
 	"github.com/corralhq/corral/internal/wire/anthropic"
@@ -127,6 +128,15 @@ type Options struct {
 	// traces nothing: no span is started, and a client's traceparent is
 	// forwarded upstream as it came.
 	Tracing trace.TracerProvider
+	// TenantStore keeps the tenants and keys of the admin API
+	// (internal/tenantstore); nil answers those routes with 503.
+	TenantStore tenantstore.Store
+	// ParsePolicy validates an API tenant's policy, a JSON object of
+	// tenants-file fields, and returns it as the registry needs it; its
+	// errors are *tenant.PolicyError. Required with TenantStore. It lives
+	// with the tenants file's parser, so a new policy field reaches the
+	// admin API with no change here.
+	ParsePolicy func(doc []byte) (tenant.Policy, error)
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -158,6 +168,9 @@ type Server struct {
 	ready   func() (bool, map[string]any)
 	ids     *requestIDs
 	tenants atomic.Pointer[tenant.Registry]
+	// sources are the registry's two halves, the file's and the store's
+	// (admintenants.go).
+	sources tenantSources
 	handler http.Handler
 	// direct are the cached model routes by exact path, each wrapped in
 	// the same middleware chi would run (see routes): a POST to one of
@@ -278,14 +291,23 @@ func New(o Options) (*Server, error) {
 		}
 		s.up = failover.Single(defaultUpstream, "openai", o.Upstream, fo)
 	}
+	s.sources = tenantSources{store: o.TenantStore, parse: o.ParsePolicy, file: o.Tenants}
+	if s.sources.store != nil && s.sources.parse == nil {
+		return nil, errors.New("server: ParsePolicy is required with TenantStore")
+	}
 	s.tenants.Store(o.Tenants)
 	s.handler = s.routes()
 	return s, nil
 }
 
-// SetTenants swaps the tenant registry; requests already authenticated
-// keep the tenant they resolved.
-func (s *Server) SetTenants(r *tenant.Registry) { s.tenants.Store(r) }
+// SetTenants swaps the tenants file's registry, keeping the API tenants;
+// requests already authenticated keep the tenant they resolved.
+func (s *Server) SetTenants(r *tenant.Registry) {
+	s.sources.mu.Lock()
+	defer s.sources.mu.Unlock()
+	s.sources.file = r
+	s.rebuildLocked()
+}
 
 // ServeHTTP implements http.Handler. A path is routed as the upstream will
 // see it: one whose escapes spell only characters that mean the same

@@ -13,7 +13,9 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -25,6 +27,8 @@ import (
 type Tenant struct {
 	// ID names the tenant in keys, metrics and logs.
 	ID string
+	// Source says where the tenant is declared: SourceFile or SourceAPI.
+	Source Source
 	// Policy is what the tenant may do, normalised by NewRegistry: Models
 	// sorted and deduplicated, MaxLeaders at least 1, stale windows not
 	// negative.
@@ -77,13 +81,56 @@ func (t *Tenant) Allows(model string) bool {
 	return ok
 }
 
+// Source is where a tenant is declared.
+type Source string
+
+const (
+	// SourceFile is a tenant of the tenants file (read-only to the admin API).
+	SourceFile Source = "file"
+	// SourceAPI is a tenant created through the admin API and kept in the
+	// tenant store.
+	SourceAPI Source = "api"
+)
+
 // Spec is what the registry needs to build a tenant; cmd/gateway fills it
-// from the tenants file.
+// from the tenants file and from the tenant store.
 type Spec struct {
-	ID        string
-	KeySHA256 []string // hex digests
+	ID string
+	// Source is where the tenant is declared; "" counts as SourceFile.
+	Source    Source
+	KeySHA256 []string // hex digests of keys without id or expiry (the file's)
+	// Keys are keys with an id and an optional expiry (the admin API's).
+	Keys []Key
+	// Doc is the policy as a JSON object of tenants-file fields, as the
+	// file or the admin API set it: what the admin API shows.
+	Doc []byte
 	// Policy is copied into the Tenant, normalised (see Tenant.Policy).
 	Policy
+}
+
+// PolicyError is a policy field that does not validate; Field is its name
+// in the tenants file (cache_ttl, models[2]).
+type PolicyError struct {
+	Field   string
+	Problem string
+}
+
+func (e *PolicyError) Error() string {
+	if e.Field == "" {
+		return "tenant: policy: " + e.Problem
+	}
+	return "tenant: policy: " + e.Field + ": " + e.Problem
+}
+
+// Key is one key of an API tenant as the registry needs it: never the
+// key itself, only its digest.
+type Key struct {
+	// ID names the key (key_...) for last-used tracking.
+	ID string
+	// SHA256 is the hex digest of the bearer key.
+	SHA256 string
+	// ExpiresAt, when not zero, is the instant the key stops working.
+	ExpiresAt time.Time
 }
 
 // Registry maps key digests to tenants. It is immutable after New; a
@@ -92,46 +139,123 @@ type Registry struct {
 	// byDigest is keyed by the SHA-256 of a bearer key.
 	byDigest map[[sha256.Size]byte]keyEntry
 	byID     map[string]*Tenant
+	// specs are what the registry was built from, so With and rebuilds
+	// can start again from them.
+	specs []Spec
+	// bySpec is each tenant's spec, to reuse an unchanged Tenant (and its
+	// leader semaphore) across rebuilds.
+	bySpec map[string]*Spec
+	// used is each API key's last use, by key id (see Used).
+	used map[string]*atomic.Int64
 }
 
 // NewRegistry builds a registry. Validation of ids and duplicates happens
 // in config; NewRegistry still refuses malformed digests and duplicates so
 // it is safe to call directly.
-func NewRegistry(specs []Spec) (*Registry, error) {
+func NewRegistry(specs []Spec) (*Registry, error) { return rebuild(nil, specs) }
+
+// With returns a registry of r's tenants plus extra; an extra tenant whose
+// id r already has is left out (r's tenants win: the file's tenants over
+// the store's) and its id returned in shadowed. Tenants whose spec did not
+// change since prev (nil: none) keep their Tenant value, so a rebuild
+// never resets the leader semaphore of a tenant it did not touch.
+func (r *Registry) With(prev *Registry, extra []Spec) (_ *Registry, shadowed []string, err error) {
+	specs := slices.Clip(slices.Clone(r.specs))
+	for _, s := range extra {
+		if _, taken := r.byID[s.ID]; taken {
+			shadowed = append(shadowed, s.ID)
+			continue
+		}
+		specs = append(specs, s)
+	}
+	out, err := rebuild(prev, specs)
+	return out, shadowed, err
+}
+
+func rebuild(prev *Registry, specs []Spec) (*Registry, error) {
 	r := &Registry{
 		byDigest: make(map[[sha256.Size]byte]keyEntry),
 		byID:     make(map[string]*Tenant, len(specs)),
+		specs:    specs,
+		bySpec:   make(map[string]*Spec, len(specs)),
+		used:     make(map[string]*atomic.Int64),
 	}
-	for _, s := range specs {
+	for i := range specs {
+		s := &specs[i]
 		if _, dup := r.byID[s.ID]; dup {
 			return nil, fmt.Errorf("tenant: duplicate id %q", s.ID)
 		}
-		p := s.Policy
-		p.MaxLeaders = max(p.MaxLeaders, 1)
-		p.StaleWhileRevalidate = max(p.StaleWhileRevalidate, 0)
-		p.StaleIfError = max(p.StaleIfError, 0)
-		if p.Models != nil {
-			// Clone, not Sorted(Values(...)): an empty allow-list must stay
-			// non-nil, since nil allows every model.
-			p.Models = slices.Clone(p.Models)
-			slices.Sort(p.Models)
-			p.Models = slices.Compact(p.Models)
+		r.bySpec[s.ID] = s
+		var t *Tenant
+		if prev != nil {
+			if ps, ok := prev.bySpec[s.ID]; ok && reflect.DeepEqual(ps, s) {
+				t = prev.byID[s.ID]
+			}
 		}
-		t := &Tenant{ID: s.ID, Policy: p, Leaders: semaphore.NewWeighted(int64(p.MaxLeaders))}
+		if t == nil {
+			t = newTenant(s)
+		}
 		for _, h := range s.KeySHA256 {
-			raw, err := hex.DecodeString(h)
-			if err != nil || len(raw) != sha256.Size {
-				return nil, fmt.Errorf("tenant %q: key digest is not 64 hex characters", s.ID)
+			if err := r.addKey(t, h, nil, 0); err != nil {
+				return nil, err
 			}
-			d := [sha256.Size]byte(raw)
-			if _, dup := r.byDigest[d]; dup {
-				return nil, fmt.Errorf("tenant %q: duplicate key digest", s.ID)
+		}
+		for _, k := range s.Keys {
+			u := prev.usedOf(k.ID)
+			var exp int64
+			if !k.ExpiresAt.IsZero() {
+				exp = k.ExpiresAt.UnixNano()
 			}
-			r.byDigest[d] = keyEntry{digest: d, tenant: t}
+			if err := r.addKey(t, k.SHA256, u, exp); err != nil {
+				return nil, err
+			}
+			r.used[k.ID] = u
 		}
 		r.byID[s.ID] = t
 	}
 	return r, nil
+}
+
+func (r *Registry) usedOf(keyID string) *atomic.Int64 {
+	if r != nil {
+		if u, ok := r.used[keyID]; ok {
+			return u
+		}
+	}
+	return new(atomic.Int64)
+}
+
+func (r *Registry) addKey(t *Tenant, hexDigest string, used *atomic.Int64, expires int64) error {
+	raw, err := hex.DecodeString(hexDigest)
+	if err != nil || len(raw) != sha256.Size {
+		return fmt.Errorf("tenant %q: key digest is not 64 hex characters", t.ID)
+	}
+	d := [sha256.Size]byte(raw)
+	if _, dup := r.byDigest[d]; dup {
+		return fmt.Errorf("tenant %q: duplicate key digest", t.ID)
+	}
+	r.byDigest[d] = keyEntry{digest: d, tenant: t, used: used, expires: expires}
+	return nil
+}
+
+// newTenant builds the Tenant of s with its policy normalised.
+func newTenant(s *Spec) *Tenant {
+	p := s.Policy
+	p.MaxLeaders = max(p.MaxLeaders, 1)
+	p.StaleWhileRevalidate = max(p.StaleWhileRevalidate, 0)
+	p.StaleIfError = max(p.StaleIfError, 0)
+	if p.Models != nil {
+		// Clone, not Sorted(Values(...)): an empty allow-list must stay
+		// non-nil, since nil allows every model.
+		p.Models = slices.Clone(p.Models)
+		slices.Sort(p.Models)
+		p.Models = slices.Compact(p.Models)
+	}
+	src := s.Source
+	if src == "" {
+		src = SourceFile
+	}
+	return &Tenant{ID: s.ID, Source: src, Policy: p, Leaders: semaphore.NewWeighted(int64(p.MaxLeaders))}
 }
 
 // Authenticate returns the tenant that owns key.
@@ -140,7 +264,17 @@ func NewRegistry(specs []Spec) (*Registry, error) {
 // something about a digest, and a digest gives no way back to a key, so an
 // attacker learns nothing usable from response times. The final equality
 // check is constant-time all the same.
+//
+// It is AuthenticateAt with the wall clock.
 func (r *Registry) Authenticate(key string) (*Tenant, bool) {
+	return r.AuthenticateAt(key, time.Now())
+}
+
+// AuthenticateAt is Authenticate at the instant now: a key whose expiry is
+// at or before now is refused, so an expired key is 401 the second it
+// expires, on every instance, with no store round trip. An API key's use
+// is noted to the minute for Used.
+func (r *Registry) AuthenticateAt(key string, now time.Time) (*Tenant, bool) {
 	if key == "" {
 		return nil, false
 	}
@@ -149,12 +283,36 @@ func (r *Registry) Authenticate(key string) (*Tenant, bool) {
 	if !ok || subtle.ConstantTimeCompare(e.digest[:], d[:]) != 1 {
 		return nil, false
 	}
+	if e.expires != 0 && now.UnixNano() >= e.expires {
+		return nil, false
+	}
+	if e.used != nil {
+		if m := now.Unix() / 60; e.used.Load() < m {
+			e.used.Store(m)
+		}
+	}
 	return e.tenant, true
 }
 
 type keyEntry struct {
 	digest [sha256.Size]byte
 	tenant *Tenant
+	// used holds the key's last use in Unix minutes (API keys only).
+	used *atomic.Int64
+	// expires is the expiry in Unix nanoseconds; 0 = never.
+	expires int64
+}
+
+// Used returns the last use, to the minute, of every API key used since
+// the minute since (Unix minutes, exclusive), by key id.
+func (r *Registry) Used(since int64) map[string]time.Time {
+	out := make(map[string]time.Time)
+	for id, u := range r.used {
+		if m := u.Load(); m > since {
+			out[id] = time.Unix(m*60, 0).UTC()
+		}
+	}
+	return out
 }
 
 // Get returns the tenant with id.
@@ -163,10 +321,16 @@ func (r *Registry) Get(id string) (*Tenant, bool) {
 	return t, ok
 }
 
-// Len is the number of tenants.
-func (r *Registry) Len() int { return len(r.byID) }
+// Spec returns the spec tenant id was built from.
+func (r *Registry) Spec(id string) (Spec, bool) {
+	s, ok := r.bySpec[id]
+	if !ok {
+		return Spec{}, false
+	}
+	return *s, true
+}
 
-// IDs returns every tenant's id, sorted.
+// IDs returns the tenants' ids, sorted.
 func (r *Registry) IDs() []string {
 	ids := make([]string, 0, len(r.byID))
 	for id := range r.byID {
@@ -175,6 +339,9 @@ func (r *Registry) IDs() []string {
 	slices.Sort(ids)
 	return ids
 }
+
+// Len is the number of tenants.
+func (r *Registry) Len() int { return len(r.byID) }
 
 // HashKey returns the hex SHA-256 of a key, as the tenants file stores it.
 func HashKey(key string) string {

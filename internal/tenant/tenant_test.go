@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -107,5 +108,84 @@ func BenchmarkAuthenticate(b *testing.B) {
 		if _, ok := r.Authenticate("sk-acme-0123456789abcdef"); !ok {
 			b.Fatal("not found")
 		}
+	}
+}
+
+// BenchmarkAuthenticateAPITenants measures the hit path's key lookup with 1 and
+// 10,000 API tenants (two keys each): a map lookup by digest, with no
+// lock and no allocation, so the count of tenants should not show.
+func BenchmarkAuthenticateAPITenants(b *testing.B) {
+	for _, n := range []int{1, 10_000} {
+		b.Run(fmt.Sprintf("tenants=%d", n), func(b *testing.B) {
+			specs := make([]Spec, n)
+			for i := range specs {
+				id := fmt.Sprintf("t%05d", i)
+				specs[i] = Spec{ID: id, Source: SourceAPI, Keys: []Key{
+					{ID: "key_a" + id, SHA256: HashKey("sk-a-" + id)},
+					{ID: "key_b" + id, SHA256: HashKey("sk-b-" + id), ExpiresAt: time.Now().Add(time.Hour)},
+				}}
+			}
+			r, err := NewRegistry(specs)
+			if err != nil {
+				b.Fatal(err)
+			}
+			key := fmt.Sprintf("sk-b-t%05d", n/2)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, ok := r.Authenticate(key); !ok {
+						b.Fatal("key refused")
+					}
+				}
+			})
+		})
+	}
+}
+
+func TestAPIKeysExpireAndMergeUnderTheFile(t *testing.T) {
+	file, err := NewRegistry([]Spec{{ID: "acme", KeySHA256: []string{HashKey("sk-file")}, Policy: Policy{MaxLeaders: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	api := []Spec{
+		{ID: "acme", Source: SourceAPI, Keys: []Key{{ID: "key_x", SHA256: HashKey("sk-shadowed")}}},
+		{ID: "beta", Source: SourceAPI, Keys: []Key{{ID: "key_b", SHA256: HashKey("sk-beta"), ExpiresAt: exp}}},
+	}
+	r, shadowed, err := file.With(nil, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(shadowed, []string{"acme"}) {
+		t.Errorf("shadowed = %v; want [acme]", shadowed)
+	}
+	if _, ok := r.AuthenticateAt("sk-shadowed", exp.Add(-time.Hour)); ok {
+		t.Error("an API tenant took the file tenant's id")
+	}
+	if got, ok := r.AuthenticateAt("sk-beta", exp.Add(-time.Nanosecond)); !ok || got.Source != SourceAPI {
+		t.Errorf("beta before expiry: %v %v", got, ok)
+	}
+	if _, ok := r.AuthenticateAt("sk-beta", exp); ok {
+		t.Error("beta's key works at its expiry")
+	}
+	if used := r.Used(0); !used["key_b"].Equal(exp.Add(-time.Minute)) {
+		t.Errorf("Used = %v; want key_b at the minute before expiry", used)
+	}
+	// A rebuild keeps an unchanged tenant's value (and semaphore) and its
+	// keys' last use.
+	r2, _, err := file.With(r, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1, _ := r.Get("beta")
+	b2, _ := r2.Get("beta")
+	a1, _ := r.Get("acme")
+	a2, _ := r2.Get("acme")
+	if b1 != b2 || a1 != a2 {
+		t.Error("a rebuild replaced unchanged tenants")
+	}
+	if len(r2.Used(0)) != 1 {
+		t.Error("a rebuild forgot the keys' last use")
 	}
 }

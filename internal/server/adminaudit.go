@@ -1,0 +1,58 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/corralhq/corral/internal/tenantstore"
+)
+
+// defaultAuditLimit is GET /admin/audit's page without ?limit.
+const defaultAuditLimit = 100
+
+// handleAudit answers the newest admin events: ?limit=N, 1 to 10,000.
+func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
+	limit := defaultAuditLimit
+	if v := r.URL.Query().Get("limit"); v != "" || r.URL.Query().Has("limit") {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > tenantstore.AuditKept {
+			writeError(w, errInvalidRequest("\"limit\" must be a whole number from 1 to 10000.", "limit"))
+			return
+		}
+		limit = n
+	}
+	if s.sources.store == nil {
+		writeError(w, statusOfStore(errNoTenantStore, ""))
+		return
+	}
+	evs, err := s.sources.store.Audit(r.Context(), limit)
+	if err != nil {
+		s.writeStoreError(w, r, "", err)
+		return
+	}
+	writeJSON(w, map[string]any{"events": evs})
+}
+
+// TouchKeys writes the last use of the API keys used on this instance
+// since the previous call; cmd/gateway runs it every 30 s, which keeps
+// last_used to the minute. It returns the minute to pass next time.
+func (s *Server) TouchKeys(ctx context.Context, since int64) (int64, error) {
+	if s.sources.store == nil {
+		return since, nil
+	}
+	now := s.now().Unix() / 60
+	used := s.tenants.Load().Used(since)
+	if len(used) == 0 {
+		return since, nil
+	}
+	if err := s.sources.store.Touch(ctx, used); err != nil {
+		return since, err
+	}
+	latest := since
+	for _, at := range used {
+		latest = max(latest, at.Unix()/60)
+	}
+	// The current minute may see more uses; written again next time.
+	return min(latest, now-1), nil
+}

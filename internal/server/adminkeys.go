@@ -1,0 +1,199 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/tenant"
+	"github.com/corralhq/corral/internal/tenantstore"
+)
+
+// KeyPrefix starts every key the admin API makes, so a leaked one is
+// recognisable (secret scanners, logs).
+const KeyPrefix = "sk-corral-"
+
+// keyShown is how many leading characters of a key the listing shows.
+const keyShown = 12
+
+var keyIDPattern = regexp.MustCompile(`^key_[0-9a-f]{24}$`)
+
+// newKey makes a key (32 random bytes) and its id.
+func newKey() (id, key string) {
+	var raw [32]byte
+	var rid [12]byte
+	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails (Go 1.24+)
+	_, _ = rand.Read(rid[:])
+	return "key_" + hex.EncodeToString(rid[:]), KeyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+}
+
+// keyJSON is a key as the listing shows it: never the key or its hash.
+type keyJSON struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	LastUsed  *time.Time `json:"last_used"`
+}
+
+// createdKeyJSON is the one answer that carries a key.
+type createdKeyJSON struct {
+	ID        string     `json:"id"`
+	Key       string     `json:"key"`
+	Name      string     `json:"name"`
+	Prefix    string     `json:"prefix"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// handleCreateKey makes a key for an API tenant: {"name":..,"expires_at":..},
+// both optional. The key is in this answer only; the store keeps its
+// sha256.
+func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if _, ok := s.fileTenant(id); ok {
+		writeError(w, errManagedByFile(id))
+		return
+	}
+	fields, aerr := readAdminObject(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var req struct {
+		Name      string
+		ExpiresAt *time.Time
+	}
+	for name, raw := range fields {
+		switch name {
+		case "name":
+			if json.Unmarshal(raw, &req.Name) != nil || !validKeyName(req.Name) {
+				writeError(w, errInvalidRequest("\"name\" must be a string of at most 64 printable characters, not starting with \"sk-\".", "name"))
+				return
+			}
+		case "expires_at":
+			var t time.Time
+			if string(raw) == "null" {
+				continue
+			}
+			if json.Unmarshal(raw, &t) != nil {
+				writeError(w, errInvalidRequest("\"expires_at\" must be an RFC 3339 time such as 2027-01-31T00:00:00Z.", "expires_at"))
+				return
+			}
+			if !t.After(s.now()) {
+				writeError(w, errInvalidRequest("\"expires_at\" is in the past; a key must expire in the future.", "expires_at"))
+				return
+			}
+			t = t.UTC()
+			req.ExpiresAt = &t
+		default:
+			writeError(w, errInvalidRequest("Unknown field "+jsonQuote(clipField(name))+"; a key takes \"name\" and \"expires_at\".", clipField(name)))
+			return
+		}
+	}
+	if !keying.ValidTenantID(id) {
+		writeError(w, errUnknownTenant(id))
+		return
+	}
+	keyID, key := newKey()
+	k := tenantstore.Key{
+		ID: keyID, Name: req.Name, SHA256: tenant.HashKey(key), Prefix: key[:keyShown],
+		CreatedAt: s.now().UTC().Truncate(time.Second), ExpiresAt: req.ExpiresAt,
+	}
+	if _, ok := s.applyChange(w, r, tenantstore.KeyCreated{Tenant: id, Key: k}); !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(createdKeyJSON{ID: k.ID, Key: key, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt})
+}
+
+// validKeyName refuses a name that is too long, not text, or looks like
+// a key: a key pasted into the name would be listed to every admin.
+func validKeyName(n string) bool {
+	if utf8.RuneCountInString(n) > 64 || !utf8.ValidString(n) || strings.HasPrefix(strings.ToLower(n), "sk-") {
+		return false
+	}
+	return !strings.ContainsFunc(n, func(r rune) bool { return r < 0x20 || r == 0x7f })
+}
+
+// clipField bounds a field name quoted back to the client.
+func clipField(s string) string {
+	if len(s) > 64 || !utf8.ValidString(s) {
+		return "…"
+	}
+	return s
+}
+
+// handleListKeys lists an API tenant's keys with their last use, to the
+// minute: the store's record joined with this instance's uses not yet
+// written.
+func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if _, ok := s.fileTenant(id); ok {
+		writeError(w, errManagedByFile(id))
+		return
+	}
+	t, err := s.storeGet(r.Context(), id)
+	if err != nil {
+		s.writeStoreError(w, r, id, err)
+		return
+	}
+	ids := make([]string, 0, len(t.Keys))
+	for _, k := range t.Keys {
+		ids = append(ids, k.ID)
+	}
+	used, err := s.sources.store.LastUsed(r.Context(), ids)
+	if err != nil {
+		s.writeStoreError(w, r, id, err)
+		return
+	}
+	for kid, at := range s.tenants.Load().Used(0) {
+		if prev, ok := used[kid]; !ok || at.After(prev) {
+			used[kid] = at
+		}
+	}
+	out := make([]keyJSON, 0, len(t.Keys))
+	for _, k := range t.Keys {
+		kj := keyJSON{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt}
+		if at, ok := used[k.ID]; ok {
+			at = at.Truncate(time.Minute)
+			kj.LastUsed = &at
+		}
+		out = append(out, kj)
+	}
+	writeJSON(w, map[string]any{"keys": out})
+}
+
+// handleRevokeKey revokes a key: 401 here at once, everywhere within a
+// second.
+func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request) {
+	id, keyID := chi.URLParam(r, "id"), chi.URLParam(r, "key_id")
+	if _, ok := s.fileTenant(id); ok {
+		writeError(w, errManagedByFile(id))
+		return
+	}
+	if !keyIDPattern.MatchString(keyID) {
+		writeError(w, errInvalidRequest("A key id is key_ and 24 hex digits.", "key_id"))
+		return
+	}
+	if !keying.ValidTenantID(id) {
+		writeError(w, errUnknownTenant(id))
+		return
+	}
+	if _, ok := s.applyChange(w, r, tenantstore.KeyRevoked{Tenant: id, KeyID: keyID}); !ok {
+		return
+	}
+	writeJSON(w, map[string]any{"id": keyID, "revoked": true})
+}

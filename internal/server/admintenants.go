@@ -1,0 +1,400 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/tenant"
+	"github.com/corralhq/corral/internal/tenantstore"
+)
+
+// adminBodyLimit bounds the body of every admin change: a policy or a key
+// request is a few hundred bytes.
+const adminBodyLimit = 64 << 10
+
+// tenantSources are the two halves of the running registry: the tenants
+// file's (swapped by reload) and the tenant store's (swapped by its
+// Mirror and by this instance's own changes). The merged registry is
+// s.tenants, which the request path reads without a lock.
+type tenantSources struct {
+	store tenantstore.Store
+	parse func([]byte) (tenant.Policy, error)
+
+	mu   sync.Mutex        // protects file and api; held across a rebuild
+	file *tenant.Registry  // the tenants file's tenants
+	api  map[string]apiRec // the store's tenants, by id
+}
+
+// apiRec is one store tenant as mirrored here.
+type apiRec struct {
+	rec  tenantstore.Tenant
+	spec tenant.Spec
+}
+
+// SetAPITenants replaces the store's half of the registry with ts (a
+// Mirror's load). A tenant whose stored policy no longer validates is left
+// out and logged, never served with a policy nobody set.
+func (s *Server) SetAPITenants(ts []tenantstore.Tenant) {
+	api := make(map[string]apiRec, len(ts))
+	for _, t := range ts {
+		spec, err := s.apiSpec(t)
+		if err != nil {
+			s.log.Error("api tenant left out: its stored policy does not validate", slog.String("tenant", t.ID), slog.String("error", err.Error()))
+			continue
+		}
+		api[t.ID] = apiRec{rec: t, spec: spec}
+	}
+	s.sources.mu.Lock()
+	defer s.sources.mu.Unlock()
+	s.sources.api = api
+	s.rebuildLocked()
+}
+
+// setAPITenant applies this instance's own change at once (nil t: the
+// tenant was removed), without waiting for the store's notification.
+func (s *Server) setAPITenant(id string, t *tenantstore.Tenant) {
+	var rec apiRec
+	if t != nil {
+		spec, err := s.apiSpec(*t)
+		if err != nil {
+			return // validated before it was stored; the Mirror logs it
+		}
+		rec = apiRec{rec: *t, spec: spec}
+	}
+	s.sources.mu.Lock()
+	defer s.sources.mu.Unlock()
+	api := make(map[string]apiRec, len(s.sources.api)+1)
+	for k, v := range s.sources.api {
+		api[k] = v
+	}
+	if t == nil {
+		delete(api, id)
+	} else {
+		api[id] = rec
+	}
+	s.sources.api = api
+	s.rebuildLocked()
+}
+
+func (s *Server) apiSpec(t tenantstore.Tenant) (tenant.Spec, error) {
+	p, err := s.sources.parse(t.Policy)
+	if err != nil {
+		return tenant.Spec{}, err
+	}
+	spec := tenant.Spec{ID: t.ID, Source: tenant.SourceAPI, Doc: t.Policy, Policy: p}
+	for _, k := range t.Keys {
+		tk := tenant.Key{ID: k.ID, SHA256: k.SHA256}
+		if k.ExpiresAt != nil {
+			tk.ExpiresAt = *k.ExpiresAt
+		}
+		spec.Keys = append(spec.Keys, tk)
+	}
+	return spec, nil
+}
+
+// rebuildLocked merges the two halves and swaps the result in. The file's
+// tenants win an id both have.
+func (s *Server) rebuildLocked() {
+	file := s.sources.file
+	if len(s.sources.api) == 0 {
+		s.tenants.Store(file)
+		return
+	}
+	ids := make([]string, 0, len(s.sources.api))
+	for id := range s.sources.api {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	specs := make([]tenant.Spec, 0, len(ids))
+	for _, id := range ids {
+		specs = append(specs, s.sources.api[id].spec)
+	}
+	reg, shadowed, err := file.With(s.tenants.Load(), specs)
+	if err != nil {
+		s.log.Error("api tenants not applied; keeping the running tenants", slog.String("error", err.Error()))
+		return
+	}
+	for _, id := range shadowed {
+		s.log.Warn("api tenant hidden: the tenants file declares the same id", slog.String("tenant", id))
+	}
+	s.tenants.Store(reg)
+}
+
+// tenantJSON is a tenant as the admin API shows it: never a key or its
+// hash.
+type tenantJSON struct {
+	ID        string          `json:"id"`
+	Source    tenant.Source   `json:"source"`
+	Policy    json.RawMessage `json:"policy"`
+	Keys      []string        `json:"keys"`
+	Version   int64           `json:"version,omitempty"`
+	CreatedAt *time.Time      `json:"created_at,omitempty"`
+	UpdatedAt *time.Time      `json:"updated_at,omitempty"`
+}
+
+func fileTenantJSON(spec tenant.Spec) tenantJSON {
+	doc := json.RawMessage(spec.Doc)
+	if len(doc) == 0 {
+		doc = json.RawMessage("{}")
+	}
+	return tenantJSON{ID: spec.ID, Source: tenant.SourceFile, Policy: doc, Keys: []string{}}
+}
+
+func apiTenantJSON(t tenantstore.Tenant) tenantJSON {
+	keys := make([]string, 0, len(t.Keys))
+	for _, k := range t.Keys {
+		keys = append(keys, k.ID)
+	}
+	c, u := t.CreatedAt, t.UpdatedAt
+	return tenantJSON{ID: t.ID, Source: tenant.SourceAPI, Policy: t.Policy, Keys: keys, Version: t.Version, CreatedAt: &c, UpdatedAt: &u}
+}
+
+// handleListTenants answers every tenant, the file's and the store's, from
+// this instance's copy (it answers while the store is down).
+func (s *Server) handleListTenants(w http.ResponseWriter, _ *http.Request) {
+	s.sources.mu.Lock()
+	reg := s.tenants.Load()
+	out := []tenantJSON{}
+	for _, id := range reg.IDs() {
+		if spec, ok := s.sources.file.Spec(id); ok {
+			out = append(out, fileTenantJSON(spec))
+		} else if a, ok := s.sources.api[id]; ok {
+			out = append(out, apiTenantJSON(a.rec))
+		}
+	}
+	s.sources.mu.Unlock()
+	writeJSON(w, map[string]any{"tenants": out})
+}
+
+// handleGetTenant answers one tenant; an API tenant is read from the store
+// so the answer is its latest version.
+func (s *Server) handleGetTenant(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if spec, ok := s.fileTenant(id); ok {
+		writeJSON(w, fileTenantJSON(spec))
+		return
+	}
+	t, err := s.storeGet(r.Context(), id)
+	if err != nil {
+		s.writeStoreError(w, r, id, err)
+		return
+	}
+	writeJSON(w, apiTenantJSON(t))
+}
+
+func (s *Server) fileTenant(id string) (tenant.Spec, bool) {
+	s.sources.mu.Lock()
+	defer s.sources.mu.Unlock()
+	return s.sources.file.Spec(id)
+}
+
+func (s *Server) storeGet(ctx context.Context, id string) (tenantstore.Tenant, error) {
+	if s.sources.store == nil {
+		return tenantstore.Tenant{}, errNoTenantStore
+	}
+	if !keying.ValidTenantID(id) {
+		return tenantstore.Tenant{}, tenantstore.ErrNotFound
+	}
+	return s.sources.store.Get(ctx, id)
+}
+
+// handleCreateTenant creates an API tenant from {"id":..} and any policy
+// field of the tenants file.
+func (s *Server) handleCreateTenant(w http.ResponseWriter, r *http.Request) {
+	fields, aerr := readAdminObject(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var id string
+	if raw, ok := fields["id"]; !ok || json.Unmarshal(raw, &id) != nil || !keying.ValidTenantID(id) {
+		writeError(w, errInvalidRequest("The tenant needs an \"id\" matching [a-z0-9_-]{1,64}.", "id"))
+		return
+	}
+	delete(fields, "id")
+	policy, err := json.Marshal(fields)
+	if err != nil {
+		writeError(w, errInternal)
+		return
+	}
+	if _, ok := s.fileTenant(id); ok {
+		writeError(w, errManagedByFile(id))
+		return
+	}
+	if _, err := s.sources.parsePolicy(policy); err != nil {
+		writeError(w, statusOfStore(err, id))
+		return
+	}
+	t, ok := s.applyChange(w, r, tenantstore.TenantCreated{ID: id, Policy: policy})
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(apiTenantJSON(t))
+}
+
+func (ts *tenantSources) parsePolicy(doc []byte) (tenant.Policy, error) {
+	if ts.parse == nil {
+		return tenant.Policy{}, errNoTenantStore
+	}
+	return ts.parse(doc)
+}
+
+// handlePatchTenant applies a JSON merge patch to an API tenant's policy,
+// on the store's latest version.
+func (s *Server) handlePatchTenant(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if _, ok := s.fileTenant(id); ok {
+		writeError(w, errManagedByFile(id))
+		return
+	}
+	fields, aerr := readAdminObject(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if _, ok := fields["id"]; ok {
+		writeError(w, errInvalidRequest("A tenant's id cannot be changed; create a new tenant instead.", "id"))
+		return
+	}
+	patch, err := json.Marshal(fields)
+	if err != nil {
+		writeError(w, errInternal)
+		return
+	}
+	if !keying.ValidTenantID(id) {
+		writeError(w, errUnknownTenant(id))
+		return
+	}
+	check := func(doc json.RawMessage) error {
+		_, err := s.sources.parsePolicy(doc)
+		return err
+	}
+	t, ok := s.applyChange(w, r, tenantstore.TenantUpdated{ID: id, Patch: patch, Check: check})
+	if !ok {
+		return
+	}
+	writeJSON(w, apiTenantJSON(t))
+}
+
+// handleDeleteTenant removes an API tenant: its keys stop working here at
+// once and everywhere within a second, and its cache is purged. The
+// records of its stored objects are kept, for PUT .../objects to reassign.
+func (s *Server) handleDeleteTenant(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if _, ok := s.fileTenant(id); ok {
+		writeError(w, errManagedByFile(id))
+		return
+	}
+	if !keying.ValidTenantID(id) {
+		writeError(w, errUnknownTenant(id))
+		return
+	}
+	if _, ok := s.applyChange(w, r, tenantstore.TenantDeleted{ID: id}); !ok {
+		return
+	}
+	out := map[string]any{"id": id, "deleted": true}
+	if n, err := s.purgeTenant(r.Context(), id); err != nil {
+		// The tenant is gone (its keys no longer work); only its entries
+		// linger until their TTL. Said in the answer and the log.
+		recordFrom(r.Context()).err = err.Error()
+		out["cache_purged"] = false
+	} else {
+		out["cache_purged"], out["purged"] = true, n
+	}
+	writeJSON(w, out)
+}
+
+// applyChange is the one place an admin change is made: applied to the
+// store (which audits and announces it), applied to this instance's copy,
+// and logged as msg=admin. A refusal is written to w and ok is false.
+func (s *Server) applyChange(w http.ResponseWriter, r *http.Request, c tenantstore.Change) (_ tenantstore.Tenant, ok bool) {
+	if s.sources.store == nil {
+		writeError(w, statusOfStore(errNoTenantStore, ""))
+		return tenantstore.Tenant{}, false
+	}
+	t, ev, err := s.sources.store.Apply(r.Context(), c, tenantstore.Meta{Time: s.now(), Remote: r.RemoteAddr})
+	if err != nil {
+		if !isRefusal(err) {
+			recordFrom(r.Context()).err = err.Error()
+		}
+		writeError(w, statusOfStore(err, changeTenant(c)))
+		return tenantstore.Tenant{}, false
+	}
+	if ev.Action == tenantstore.ActionTenantDeleted {
+		s.setAPITenant(t.ID, nil)
+	} else {
+		s.setAPITenant(t.ID, &t)
+	}
+	attrs := []any{slog.String("action", string(ev.Action)), slog.String("tenant", ev.Tenant)}
+	if ev.KeyID != "" {
+		attrs = append(attrs, slog.String("key_id", ev.KeyID))
+	}
+	attrs = append(attrs, slog.String("remote_addr", ev.Remote), slog.String("request_id", requestIDFrom(r.Context())))
+	s.log.Info("admin", attrs...)
+	return t, true
+}
+
+func changeTenant(c tenantstore.Change) string {
+	switch c := c.(type) {
+	case tenantstore.TenantCreated:
+		return c.ID
+	case tenantstore.TenantUpdated:
+		return c.ID
+	case tenantstore.TenantDeleted:
+		return c.ID
+	case tenantstore.KeyCreated:
+		return c.Tenant
+	case tenantstore.KeyRevoked:
+		return c.Tenant
+	}
+	return ""
+}
+
+func isRefusal(err error) bool {
+	var pe *tenant.PolicyError
+	return errors.Is(err, tenantstore.ErrExists) || errors.Is(err, tenantstore.ErrNotFound) ||
+		errors.Is(err, tenantstore.ErrKeyNotFound) || errors.As(err, &pe)
+}
+
+func (s *Server) writeStoreError(w http.ResponseWriter, r *http.Request, id string, err error) {
+	if !isRefusal(err) {
+		recordFrom(r.Context()).err = err.Error()
+	}
+	writeError(w, statusOfStore(err, id))
+}
+
+// readAdminObject reads an admin change's body: one JSON object of at
+// most 64 KiB. Unknown members are the caller's to refuse (the policy
+// parser names them).
+func readAdminObject(r *http.Request) (map[string]json.RawMessage, *apiError) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, adminBodyLimit+1))
+	if err != nil {
+		return nil, errInvalidRequest("The request body could not be read.", "")
+	}
+	if len(body) > adminBodyLimit {
+		return nil, errAdminTooLarge
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return map[string]json.RawMessage{}, nil
+	}
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&fields); err != nil || fields == nil || dec.More() {
+		return nil, errInvalidRequest("The body must be one JSON object.", "")
+	}
+	return fields, nil
+}
