@@ -59,7 +59,7 @@ func accessLines(t *testing.T, level slog.Level, encoder bool) []string {
 	get("/admin/usage/acme", adminToken, "req-admin")
 	get("/admin/usage/acme", "wrong-admin-token", "req-admin-refused")
 	get("/v1/models", acmeKey, "req-models")
-	get("/v1/files/<script>", acmeKey, "req-proxy")
+	get("/v1/files/file-nobody", acmeKey, "req-proxy")
 
 	// Whether a stream's line carries upstream_ms varies from run to run
 	// (seen under -race on a loaded machine), so it goes, key and all; the

@@ -31,21 +31,30 @@ type tenantSources struct {
 	store tenantstore.Store
 	parse func([]byte) (tenant.Policy, error)
 
-	mu   sync.Mutex        // protects file and api; held across a rebuild
+	mu   sync.Mutex        // protects file, api and rev; held across a rebuild
 	file *tenant.Registry  // the tenants file's tenants
 	api  map[string]apiRec // the store's tenants, by id
+	// rev is the newest store revision api holds: a Mirror load that read
+	// an older one started before a change this instance has already
+	// applied, and would take it back until the next load.
+	rev int64
 }
 
-// apiRec is one store tenant as mirrored here.
+// apiRec is one store tenant as mirrored here, with the store revision it
+// was read or made at.
 type apiRec struct {
 	rec  tenantstore.Tenant
 	spec tenant.Spec
+	rev  int64
 }
 
-// SetAPITenants replaces the store's half of the registry with ts (a
-// Mirror's load). A tenant whose stored policy no longer validates is left
+// SetAPITenants replaces the store's half of the registry with ts, a
+// Mirror's load that holds every change up to store revision rev. A load
+// older than a change this instance already applied (its List began
+// before that change) is dropped: the change's own notification brings
+// the next load. A tenant whose stored policy no longer validates is left
 // out and logged, never served with a policy nobody set.
-func (s *Server) SetAPITenants(ts []tenantstore.Tenant) {
+func (s *Server) SetAPITenants(rev int64, ts []tenantstore.Tenant) {
 	api := make(map[string]apiRec, len(ts))
 	for _, t := range ts {
 		spec, err := s.apiSpec(t)
@@ -53,27 +62,36 @@ func (s *Server) SetAPITenants(ts []tenantstore.Tenant) {
 			s.log.Error("api tenant left out: its stored policy does not validate", slog.String("tenant", t.ID), slog.String("error", err.Error()))
 			continue
 		}
-		api[t.ID] = apiRec{rec: t, spec: spec}
+		api[t.ID] = apiRec{rec: t, spec: spec, rev: rev}
 	}
 	s.sources.mu.Lock()
 	defer s.sources.mu.Unlock()
-	s.sources.api = api
+	if rev < s.sources.rev {
+		return
+	}
+	s.sources.api, s.sources.rev = api, rev
 	s.rebuildLocked()
 }
 
-// setAPITenant applies this instance's own change at once (nil t: the
-// tenant was removed), without waiting for the store's notification.
-func (s *Server) setAPITenant(id string, t *tenantstore.Tenant) {
+// setAPITenant applies this instance's own change, made at store revision
+// rev, at once (nil t: the tenant was removed), without waiting for the
+// store's notification. Two changes of one tenant applied here out of
+// order keep the newer.
+func (s *Server) setAPITenant(id string, t *tenantstore.Tenant, rev int64) {
 	var rec apiRec
 	if t != nil {
 		spec, err := s.apiSpec(*t)
 		if err != nil {
 			return // validated before it was stored; the Mirror logs it
 		}
-		rec = apiRec{rec: *t, spec: spec}
+		rec = apiRec{rec: *t, spec: spec, rev: rev}
 	}
 	s.sources.mu.Lock()
 	defer s.sources.mu.Unlock()
+	if cur, ok := s.sources.api[id]; ok && cur.rev > rev {
+		return
+	}
+	s.sources.rev = max(s.sources.rev, rev)
 	api := make(map[string]apiRec, len(s.sources.api)+1)
 	for k, v := range s.sources.api {
 		api[k] = v
@@ -334,9 +352,9 @@ func (s *Server) applyChange(w http.ResponseWriter, r *http.Request, c tenantsto
 		return tenantstore.Tenant{}, false
 	}
 	if ev.Action == tenantstore.ActionTenantDeleted {
-		s.setAPITenant(t.ID, nil)
+		s.setAPITenant(t.ID, nil, ev.Revision)
 	} else {
-		s.setAPITenant(t.ID, &t)
+		s.setAPITenant(t.ID, &t, ev.Revision)
 	}
 	attrs := []any{slog.String("action", string(ev.Action)), slog.String("tenant", ev.Tenant)}
 	if ev.KeyID != "" {

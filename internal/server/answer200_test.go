@@ -59,7 +59,11 @@ func TestOK200ThatIsNoAnswerIsNotStored(t *testing.T) {
 	for _, tt := range tests {
 		before := calls.Load()
 		for i := range 2 {
-			a := sendWith(ctx, h.gw.URL+tt.path, tt.body, "Authorization", "Bearer "+acmeKey, "anthropic-version", "2023-06-01")
+			hdr := []string{"Authorization", "Bearer " + acmeKey}
+			if strings.HasPrefix(tt.path, "/v1/messages") {
+				hdr = append(hdr, "anthropic-version", "2023-06-01") // an OpenAI path with it is Anthropic's API, not served
+			}
+			a := sendWith(ctx, h.gw.URL+tt.path, tt.body, hdr...)
 			if a.status != 200 || a.header.Get("X-Corral-Cache") != cacheMiss || strings.Contains(a.header.Get("Cache-Status"), "stored") {
 				t.Errorf("%s, request %d: %d %s %q %s", tt.name, i, a.status, a.header.Get("X-Corral-Cache"), a.header.Get("Cache-Status"), a.body)
 			}

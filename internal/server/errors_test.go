@@ -23,6 +23,7 @@ import (
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/keying"
+	"github.com/corralhq/corral/internal/spend"
 	"github.com/corralhq/corral/internal/upstream"
 )
 
@@ -66,6 +67,15 @@ var ownErrors = []struct {
 	{"errOwnershipUnavailable", errOwnershipUnavailable, true},
 	{"errCompressedBody", errCompressedBody, false},
 	{"errStoredQuery", errStoredQuery("stored_completions"), false},
+	{"errNoAnthropicEndpoint", errNoAnthropicEndpoint, false},
+	{"errBatchInputTooLarge", errBatchInputTooLarge, false},
+	{"errModelNotPriced", errModelNotPriced("gpt-x"), false},
+	{"errBudgetExhausted", errBudgetExhausted(&spend.ExhaustedError{Period: spend.Period{Name: "day"}}), false},
+	{"errAdminTooLarge", errAdminTooLarge, false},
+	// A 409 may be a conflict a retry resolves; the SDKs' own rule for
+	// it is to retry, and Corral does not say otherwise.
+	{"errManagedByFile", errManagedByFile("acme"), true},
+	{"errModelNotFound", errModelNotFound("gpt-x"), false},
 	// takeTokens' two 429s, built in place.
 	{"rate limited", &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "rate_limit_exceeded", Message: "later"}, true},
 	{"never fits", &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "rate_limit_exceeded", Message: "never", neverFits: true}, true},

@@ -4,7 +4,8 @@
 -- ARGV[2] "1" if a record was read, ARGV[3] that record
 -- ARGV[4] "1" to write ARGV[5] as the new record, "0" to remove it
 -- ARGV[6] the audit event, ARGV[7] the change channel, ARGV[8] events kept
--- Returns 1 when applied, 0 when the record changed since it was read.
+-- Returns the new revision (at least 1) when applied, 0 when the record
+-- changed since it was read.
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if ARGV[2] == '1' then
   if cur ~= ARGV[3] then return 0 end
@@ -18,6 +19,6 @@ else
 end
 redis.call('LPUSH', KEYS[2], ARGV[6])
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[8]) - 1)
-redis.call('INCR', KEYS[3])
+local rev = redis.call('INCR', KEYS[3])
 redis.call('PUBLISH', ARGV[7], ARGV[1])
-return 1
+return rev

@@ -154,7 +154,8 @@ func (b *Bolt) Apply(_ context.Context, c Change, m Meta) (Tenant, Event, error)
 		}
 		mb := tx.Bucket(boltMeta)
 		rev, _ := strconv.ParseInt(string(mb.Get(boltRev)), 10, 64)
-		return mb.Put(boltRev, []byte(strconv.FormatInt(rev+1, 10)))
+		ev.Revision = rev + 1
+		return mb.Put(boltRev, []byte(strconv.FormatInt(ev.Revision, 10)))
 	})
 	if err != nil {
 		if isTyped(err) {

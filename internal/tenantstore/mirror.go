@@ -17,7 +17,7 @@ const ResyncInterval = 10 * time.Second
 // Redis pub/sub as the watch).
 type Mirror struct {
 	store Store
-	set   func([]Tenant)
+	set   func(rev int64, ts []Tenant)
 	o     MirrorOptions
 	rev   int64 // the revision of the last load; only Run's goroutine uses it
 }
@@ -30,9 +30,11 @@ type MirrorOptions struct {
 	Logger *slog.Logger
 }
 
-// NewMirror returns a mirror that hands every load of s to set. set is
-// called from Run's goroutine only.
-func NewMirror(s Store, set func([]Tenant), o MirrorOptions) *Mirror {
+// NewMirror returns a mirror that hands every load of s to set, with the
+// revision read before its List (the load holds at least every change up
+// to it), so set can tell a load that started before a change it already
+// applied from a newer one. set is called from Run's goroutine only.
+func NewMirror(s Store, set func(rev int64, ts []Tenant), o MirrorOptions) *Mirror {
 	if o.Interval <= 0 {
 		o.Interval = ResyncInterval
 	}
@@ -54,7 +56,7 @@ func (m *Mirror) Load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.set(ts)
+	m.set(rev, ts)
 	m.rev = rev
 	return nil
 }

@@ -25,7 +25,7 @@ func TestMirrorResyncHealsALostNotification(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	s := tenantstore.NewRedis(redistest.Client(t), tenantstore.RedisOptions{})
 	loads := make(chan []tenantstore.Tenant, 16)
-	m := tenantstore.NewMirror(deaf{s}, func(ts []tenantstore.Tenant) { loads <- ts }, tenantstore.MirrorOptions{Interval: 20 * time.Millisecond})
+	m := tenantstore.NewMirror(deaf{s}, func(_ int64, ts []tenantstore.Tenant) { loads <- ts }, tenantstore.MirrorOptions{Interval: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { m.Run(ctx) })
@@ -61,7 +61,7 @@ func TestMirrorHearsNotifications(t *testing.T) {
 	}
 	defer b.Close()
 	loads := make(chan []tenantstore.Tenant, 16)
-	m := tenantstore.NewMirror(b, func(ts []tenantstore.Tenant) { loads <- ts }, tenantstore.MirrorOptions{Interval: time.Hour})
+	m := tenantstore.NewMirror(b, func(_ int64, ts []tenantstore.Tenant) { loads <- ts }, tenantstore.MirrorOptions{Interval: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { m.Run(ctx) })

@@ -118,13 +118,14 @@ func (r *Redis) Apply(ctx context.Context, c Change, m Meta) (Tenant, Event, err
 		if err != nil {
 			return Tenant{}, Event{}, fmt.Errorf("tenantstore: apply: %w", err)
 		}
-		ok, err := applyScript.Run(ctx, r.rdb,
+		rev, err := applyScript.Run(ctx, r.rdb,
 			[]string{redisTenants, redisAudit, redisRevision},
-			c.tenantID(), exists(cur), string(cur), exists(next), string(next), evJSON, RedisChannel, AuditKept).Int()
+			c.tenantID(), exists(cur), string(cur), exists(next), string(next), evJSON, RedisChannel, AuditKept).Int64()
 		if err != nil {
 			return Tenant{}, Event{}, fmt.Errorf("tenantstore: apply: %w", err)
 		}
-		if ok == 1 {
+		if rev > 0 {
+			ev.Revision = rev
 			return t, ev, nil
 		}
 	}

@@ -60,6 +60,9 @@ type Event struct {
 	KeyID  string    `json:"key_id,omitempty"`
 	// Remote is the address the change came from.
 	Remote string `json:"remote_addr"`
+	// Revision is the store's revision this change made (Store.Revision
+	// after it): what orders it against a Mirror's loads. Not audited.
+	Revision int64 `json:"-"`
 }
 
 // Meta is who made a change and when.
