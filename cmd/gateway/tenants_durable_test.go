@@ -336,3 +336,44 @@ func upstreamCalls(out map[string]any) float64 {
 	}
 	return n
 }
+
+// TestAPITenantsOnSentinel: the tenant store on a real Sentinel set (a
+// master, a replica, three Sentinels). A tenant and key made before a
+// failover (SENTINEL FAILOVER) are listed and authenticate after it, on a
+// gateway started after it too (read from the promoted replica); keys are
+// made and revoked on the new master.
+func TestAPITenantsOnSentinel(t *testing.T) {
+	s := redistest.StartSentinel(t, 1)
+	env := []string{"CORRAL_REDIS_URL=" + s.URL(), "CORRAL_REDIS_SENTINEL_MASTER=" + redistest.SentinelMaster}
+	base := redisGateways(t, env, mockllm.New(mockllm.Options{}), 1)[0]
+	mustAdmin(t, http.StatusCreated, base, "POST", "/admin/tenants", `{"id":"sentinel"}`)
+	before, _ := newKeyOn(t, base, "sentinel", `{"name":"before"}`)
+	if code := chatCode(t, base, before, "before the failover"); code != 200 {
+		t.Fatalf("key before the failover: %d", code)
+	}
+
+	s.Failover()
+	var after, afterID string
+	within(t, 15*time.Second, "a key made on the new master", func() bool {
+		code, out := adminCall(t, base, "POST", "/admin/tenants/sentinel/keys", `{"name":"after"}`)
+		if code != http.StatusCreated {
+			return false
+		}
+		after, afterID = out["key"].(string), out["id"].(string)
+		return true
+	})
+	fresh := redisGateways(t, env, mockllm.New(mockllm.Options{}), 1)[0]
+	for _, b := range []string{base, fresh} {
+		within(t, 11*time.Second, "both keys answer on "+b, func() bool {
+			return chatCode(t, b, before, "after the failover") == 200 && chatCode(t, b, after, "after the failover") == 200
+		})
+		list := mustAdmin(t, http.StatusOK, b, "GET", "/admin/tenants/sentinel/keys", "")
+		if keys, _ := list["keys"].([]any); len(keys) != 2 {
+			t.Errorf("%s lists %v after the failover; want 2 keys", b, list)
+		}
+	}
+	mustAdmin(t, http.StatusOK, fresh, "DELETE", "/admin/tenants/sentinel/keys/"+afterID, "")
+	for _, b := range []string{base, fresh} {
+		within(t, time.Second, "the revoked key is refused on "+b, func() bool { return chatCode(t, b, after, "revoked") == 401 })
+	}
+}
