@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 
 	officialopenai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/mockllm"
@@ -257,4 +260,116 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestRedisRestartFromAOFKeepsSpend: priced calls by a budgeted tenant,
+// then Redis killed and restarted from its append-only file: a gateway
+// started after it reads the same budgets and usage days, and no spend or
+// usage key has a TTL.
+func TestRedisRestartFromAOFKeepsSpend(t *testing.T) {
+	rs := redistest.StartAOF(t)
+	env := []string{"CORRAL_REDIS_URL=" + rs.URL(), "CORRAL_PRICES_FILE=../../deploy/prices.yaml"}
+	base := redisGateways(t, env, mockllm.New(mockllm.Options{}), 1)[0]
+	mustAdmin(t, http.StatusCreated, base, "POST", "/admin/tenants", `{"id":"payer","budget_usd_per_day":5,"budget_usd_per_month":50}`)
+	key, _ := newKeyOn(t, base, "payer", "")
+	for i := range 3 {
+		if code := chatCode(t, base, key, fmt.Sprintf("priced call %d", i)); code != 200 {
+			t.Fatalf("priced call %d: %d", i, code)
+		}
+	}
+	day := time.Now().UTC().Format(time.DateOnly)
+	usagePath := "/admin/usage?from=" + day + "&to=" + day
+	// Usage counters reach Redis on the next flush (one pipeline).
+	ctx := context.Background()
+	rdb := rs.Client()
+	within(t, 5*time.Second, "the usage counters reach Redis", func() bool {
+		keys, _ := rdb.Keys(ctx, "corral:v1:usage:*").Result()
+		return len(keys) >= 2
+	})
+	if n := upstreamCalls(mustAdmin(t, http.StatusOK, base, "GET", usagePath, "")); n != 3 {
+		t.Fatalf("usage days count %v upstream calls; want 3", n)
+	}
+	u := mustAdmin(t, http.StatusOK, base, "GET", "/admin/tenants/payer/usage", "")
+	budgets, _ := u["budgets"].([]any)
+	days := mustAdmin(t, http.StatusOK, base, "GET", usagePath, "")
+	if len(budgets) != 2 || budgets[0].(map[string]any)["spent_usd"] == float64(0) {
+		t.Fatalf("budgets before the restart: %v; want two with spend", budgets)
+	}
+
+	rs.Stop()
+	rs.Restart()
+	rdb = rs.Client()
+	for _, pattern := range []string{"corral:v1:spend:*", "corral:v1:usage:*"} {
+		keys, err := rdb.Keys(ctx, pattern).Result()
+		if err != nil || len(keys) == 0 {
+			t.Fatalf("%s after the restart: %v, %v", pattern, keys, err)
+		}
+		for _, k := range keys {
+			if ttl, _ := rdb.TTL(ctx, k).Result(); ttl != -1 {
+				t.Errorf("TTL %s = %v; want -1", k, ttl)
+			}
+		}
+	}
+	fresh := redisGateways(t, env, mockllm.New(mockllm.Options{}), 1)[0]
+	within(t, 11*time.Second, "the fresh gateway knows the tenant", func() bool {
+		code, _ := adminCall(t, fresh, "GET", "/admin/tenants/payer", "")
+		return code == http.StatusOK
+	})
+	after := mustAdmin(t, http.StatusOK, fresh, "GET", "/admin/tenants/payer/usage", "")["budgets"].([]any)
+	for i := range budgets {
+		b, a := budgets[i].(map[string]any), after[i].(map[string]any)
+		if a["spent_usd"] != b["spent_usd"] || a["period"] != b["period"] {
+			t.Errorf("budget after the restart: %v; before %v", a, b)
+		}
+	}
+	if got := mustAdmin(t, http.StatusOK, fresh, "GET", usagePath, ""); !reflect.DeepEqual(got, days) {
+		t.Errorf("usage days after the restart:\n%v\nbefore:\n%v", got, days)
+	}
+}
+
+// upstreamCalls sums the upstream calls of a GET /admin/usage answer.
+func upstreamCalls(out map[string]any) float64 {
+	rows, _ := out["rows"].([]any)
+	var n float64
+	for _, r := range rows {
+		v, _ := r.(map[string]any)["upstream_calls"].(float64)
+		n += v
+	}
+	return n
+}
+
+// TestAPITenantsOnSentinel: the tenant store on a real Sentinel set (a
+// master, a replica, three Sentinels). A tenant and key made before a
+// failover (SENTINEL FAILOVER), once the replica has them (WAIT), are
+// listed and authenticate after it, on a gateway started after it too
+// (read from the promoted replica).
+func TestAPITenantsOnSentinel(t *testing.T) {
+	s := redistest.StartSentinel(t, 1)
+	env := []string{"CORRAL_REDIS_URL=" + s.URL(), "CORRAL_REDIS_SENTINEL_MASTER=" + redistest.SentinelMaster}
+	base := redisGateways(t, env, mockllm.New(mockllm.Options{}), 1)[0]
+	mustAdmin(t, http.StatusCreated, base, "POST", "/admin/tenants", `{"id":"sentinel"}`)
+	key, _ := newKeyOn(t, base, "sentinel", `{"name":"before"}`)
+	if code := chatCode(t, base, key, "before the failover"); code != 200 {
+		t.Fatalf("key before the failover: %d", code)
+	}
+	// Replication is asynchronous: a failover keeps what the replica has.
+	opt, err := redis.ParseClusterURL(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster, SentinelAddrs: opt.Addrs})
+	defer fc.Close()
+	if n, err := fc.Do(context.Background(), "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1: %d, %v", n, err)
+	}
+
+	s.Failover()
+	fresh := redisGateways(t, env, mockllm.New(mockllm.Options{}), 1)[0]
+	for _, b := range []string{base, fresh} {
+		within(t, 11*time.Second, "the key answers on "+b, func() bool { return chatCode(t, b, key, "after the failover") == 200 })
+		list := mustAdmin(t, http.StatusOK, b, "GET", "/admin/tenants/sentinel/keys", "")
+		if keys, _ := list["keys"].([]any); len(keys) != 1 {
+			t.Errorf("%s lists %v after the failover; want 1 key", b, list)
+		}
+	}
 }

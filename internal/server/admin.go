@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -94,7 +95,8 @@ func writeJSON(w http.ResponseWriter, v any) {
 // handleUsage answers a tenant's usage and savings counters.
 func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	if _, ok := s.tenants.Load().Get(id); !ok {
+	t, ok := s.tenants.Load().Get(id)
+	if !ok {
 		writeError(w, errUnknownTenant(id))
 		return
 	}
@@ -104,12 +106,34 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, serverError(http.StatusServiceUnavailable, "usage_unavailable", "Usage counters are unavailable right now (Redis unreachable)."))
 		return
 	}
+	// Budgets are read from the ledger's store (Redis when distributed):
+	// without it, the last spend this instance read plus its own since.
+	standing, _ := s.budgets.Read(r.Context(), id, t.Budget)
 	writeJSON(w, struct {
 		Tenant string `json:"tenant"`
 		usageJSON
 	}{id, usageJSON{c.Requests, c.Hits, c.Coalesced, c.Negative, c.Bypass, c.UpstreamCalls, c.TokensUsed, c.TokensSaved,
 		map[string]int64{cacheHit: c.Hits, cacheCoalesced: c.Coalesced, cacheNegative: c.Negative, cacheBypass: c.Bypass, cacheStale: c.Stale},
-		spend.Nanodollars(c.CostNanos), spend.Nanodollars(c.SavedNanos), c.UnpricedCalls, byModelJSON(c.ByModel)}})
+		spend.Nanodollars(c.CostNanos), spend.Nanodollars(c.SavedNanos), c.UnpricedCalls, byModelJSON(c.ByModel), budgetsJSON(standing)}})
+}
+
+// budgetJSON is one budget period's standing in a tenant's usage.
+type budgetJSON struct {
+	Period       string            `json:"period"`
+	LimitUSD     spend.Nanodollars `json:"limit_usd"`
+	SpentUSD     spend.Nanodollars `json:"spent_usd"`
+	ReservedUSD  spend.Nanodollars `json:"reserved_usd"`
+	RemainingUSD spend.Nanodollars `json:"remaining_usd"`
+	ResetsAt     string            `json:"resets_at"`
+}
+
+// budgetsJSON lists a tenant's budgets; empty (not null) without any.
+func budgetsJSON(st spend.Standing) []budgetJSON {
+	out := make([]budgetJSON, 0, len(st))
+	for _, p := range st {
+		out = append(out, budgetJSON{p.Name, p.Limit, p.Spent, p.Reserved, p.Remaining(), p.ResetsAt.UTC().Format(time.RFC3339)})
+	}
+	return out
 }
 
 type usageJSON struct {
@@ -129,6 +153,8 @@ type usageJSON struct {
 	SavedUSD      spend.Nanodollars         `json:"saved_usd"`
 	UnpricedCalls int64                     `json:"unpriced_calls"`
 	ByModel       map[string]modelUsageJSON `json:"by_model"`
+	// Budgets is the tenant's standing against each budget period.
+	Budgets []budgetJSON `json:"budgets"`
 }
 
 // modelUsageJSON is one model's part of a tenant's usage; models are named

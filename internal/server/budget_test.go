@@ -252,3 +252,47 @@ func TestBudgetServesCoalescedFollowers(t *testing.T) {
 		t.Errorf("a new prompt over budget: %d; want 429", a.status)
 	}
 }
+
+// TestBypassChargedItsActualCost: a no-store call (a BYPASS) is charged
+// the cost of the usage its answer reports, read as the answer is relayed,
+// not its reservation's estimate; streamed and not.
+func TestBypassChargedItsActualCost(t *testing.T) {
+	var calls atomic.Int64
+	h, rs := distributed(t, 1, withPrices, withCapped(1_000_000_000, &calls))
+	ctx := context.Background()
+	ledger := spend.NewRedisLedger(rs.Client(), spend.LedgerOptions{})
+	var want spend.Nanodollars
+	for _, body := range []string{
+		`{"model":"gpt-4o-mini","max_tokens":50,"messages":[{"role":"user","content":"bypassed"}]}`,
+		`{"model":"gpt-4o-mini","max_tokens":50,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"bypassed"}]}`,
+	} {
+		if est := h.srv.estimateCost("gpt-4o-mini", len(body)/4+50); est == 240_000 {
+			t.Fatalf("estimate %s equals the actual cost: the test could not tell them apart", est)
+		}
+		a := send(ctx, h.gw.URL, cappedKey, body, "Cache-Control", "no-store")
+		if a.status != 200 || a.header.Get("X-Corral-Cache") != "BYPASS" {
+			t.Fatalf("no-store call: %d %v %s", a.status, a.header, a.body)
+		}
+		// 1000 input tokens (400 cached) and 200 output at the test
+		// catalog's gpt-4o-mini prices: $0.00024 a call.
+		want += 240_000
+		var st spend.Standing
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			var err error
+			if st, err = ledger.Read(ctx, "capped", spend.Limits{Day: 1_000_000_000}); err != nil {
+				t.Fatal(err)
+			}
+			if st[0].Reserved == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond) // polling for the settle after the answer, with a deadline
+		}
+		if st[0].Spent != want || st[0].Reserved != 0 {
+			t.Errorf("after %s: spent %s reserved %s; want %s spent, nothing reserved", body, st[0].Spent, st[0].Reserved, want)
+		}
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("upstream calls = %d; want 2", n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/corralhq/corral/internal/cache/entry"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/coalesce/flight"
 	"github.com/corralhq/corral/internal/keying"
@@ -188,16 +189,27 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 			return
 		}
 	}
+	ro := relayOptions{format: c.format}
 	if c.t.Budget.Set() {
-		// A BYPASS is relayed as it comes, its usage unread: its
-		// reservation, the priced estimate, is what it is charged.
+		// A BYPASS is charged its actual cost, read from the answer as it
+		// is relayed; an answer without usage (a stream that did not ask
+		// for it, one cut short) is charged its reservation, the priced
+		// estimate.
 		fc := &flightCharge{s: s, t: c.t, estimate: s.estimateCost(c.facts.Model, c.facts.Estimate)}
 		if err := fc.Take(r.Context()); err != nil {
 			writeError(w, statusError(err))
 			return
 		}
-		defer s.settleBudget(context.WithoutCancel(r.Context()), c.t.ID, fc, fc.estimate)
-		recordFrom(r.Context()).cost = fc.estimate
+		rec := recordFrom(r.Context())
+		rec.cost = fc.estimate
+		ro.endpoint = c.endpoint
+		ro.usage = func(u wire.Usage) {
+			if u.Known {
+				rec.cost = s.priceEntry(&entry.Entry{Status: http.StatusOK, Model: u.Model, PromptTokens: u.Prompt,
+					CompletionTokens: u.Completion, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite}, c.facts.Model).cost
+			}
+		}
+		defer func() { s.settleBudget(context.WithoutCancel(r.Context()), c.t.ID, fc, rec.cost) }()
 	}
 	recordFrom(r.Context()).cache = cacheBypass
 	setCacheHeaders(w.Header(), cacheBypass, nil, false, c.ctl, s.now())
@@ -206,7 +218,7 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 		s.forwardObjects(w, r, c.t, c.route(), req, objects.Access{Kind: storedKind(c.endpoint)}, true)
 		return
 	}
-	s.forwardWith(w, r, c.route(), req, relayOptions{format: c.format})
+	s.forwardWith(w, r, c.route(), req, ro)
 }
 
 // flightRequest is what this request contributes to its lookup and, should

@@ -33,6 +33,33 @@ type relayOptions struct {
 	// onEvent sees each relayed event's data, the final event's excepted
 	// (nil: none).
 	onEvent func(data []byte)
+	// usage, when set, reads the usage of a 200 answer as it is relayed
+	// (the body, or the stream's events through an assembler) for endpoint
+	// and hands it over once the answer is out; it is not called for an
+	// answer cut short or one longer than maxUsageBody.
+	usage    func(wire.Usage)
+	endpoint string
+}
+
+// maxUsageBody bounds the copy of a non-streamed answer kept to read its
+// usage; a longer answer is charged its estimate.
+const maxUsageBody = 8 << 20
+
+// usageTee keeps the first maxUsageBody bytes written through it.
+type usageTee struct {
+	buf  []byte
+	over bool
+}
+
+func (u *usageTee) Write(p []byte) (int, error) {
+	if !u.over {
+		if len(u.buf)+len(p) > maxUsageBody {
+			u.over, u.buf = true, nil
+		} else {
+			u.buf = append(u.buf, p...)
+		}
+	}
+	return len(p), nil
 }
 
 func (s *Server) relayWith(w http.ResponseWriter, r *http.Request, resp *http.Response, o relayOptions) {
@@ -54,9 +81,18 @@ func (s *Server) relayWith(w http.ResponseWriter, r *http.Request, resp *http.Re
 	if resp.ContentLength < 0 {
 		dst = flushWriter{w: w, rc: http.NewResponseController(w)}
 	}
+	var tee *usageTee
+	if o.usage != nil && resp.StatusCode == http.StatusOK {
+		tee = &usageTee{}
+		dst = io.MultiWriter(dst, tee)
+	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
-	if _, err := io.CopyBuffer(dst, onlyReader{resp.Body}, *bp); err != nil {
+	_, err := io.CopyBuffer(dst, onlyReader{resp.Body}, *bp)
+	if err == nil && tee != nil && !tee.over && o.format.Answer(o.endpoint, tee.buf) {
+		o.usage(o.format.Usage(tee.buf))
+	}
+	if err != nil {
 		recordFrom(r.Context()).err = err.Error()
 		// Headers are out; cutting the connection is the only way to tell
 		// the client the body is incomplete.
@@ -91,10 +127,19 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 	defer st.end()
 	er := sse.NewEventReader(body)
 	done := false
+	var asm wire.Assembler
+	if o.usage != nil {
+		asm = o.format.NewAssembler(o.endpoint)
+	}
 	for {
 		ev, err := er.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) && done {
+				if asm != nil {
+					if _, u, err := asm.Finish(); err == nil {
+						o.usage(u)
+					}
+				}
 				return
 			}
 			if s.stopping() {
@@ -112,6 +157,9 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 			recordFrom(r.Context()).err = cause
 			ew.fail(err)
 			return
+		}
+		if asm != nil {
+			asm.Add(ev)
 		}
 		if o.format.IsEnd(ev) {
 			done = true
