@@ -135,19 +135,27 @@ func TestAPITenantsAcrossInstances(t *testing.T) {
 // TestAPIKeyExpiresOnTheSecond: a key with expires_at works until that
 // instant and is 401 from it on (the clock injected).
 func TestAPIKeyExpiresOnTheSecond(t *testing.T) {
-	var offset atomic.Int64
-	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	// The clock reads the real time until the test sets an instant, then
+	// stands still there: a moving clock would let the request's own
+	// latency carry "a millisecond before" past the expiry.
+	var at atomic.Int64
+	now := func() time.Time {
+		if n := at.Load(); n != 0 {
+			return time.Unix(0, n)
+		}
+		return time.Now()
+	}
 	up := serveMock(t, mockllm.Options{})
 	gw := serveGateway(t, wireGateway(t, gatewayOptions{Now: now},
 		"CORRAL_UPSTREAM_URL="+up.URL+"/v1", "CORRAL_ADMIN_TOKEN=adm", "CORRAL_DATA_DIR="+t.TempDir()))
 	mustAdmin(t, http.StatusCreated, gw.URL, "POST", "/admin/tenants", `{"id":"temp"}`)
 	exp := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
 	key, _ := newKeyOn(t, gw.URL, "temp", `{"expires_at":"`+exp.Format(time.RFC3339)+`"}`)
-	offset.Store(int64(time.Until(exp) - time.Millisecond))
+	at.Store(exp.Add(-time.Millisecond).UnixNano())
 	if code := chatCode(t, gw.URL, key, "a"); code != 200 {
 		t.Fatalf("a millisecond before expiry: %d", code)
 	}
-	offset.Store(int64(time.Until(exp)))
+	at.Store(exp.UnixNano())
 	if code := chatCode(t, gw.URL, key, "a"); code != 401 {
 		t.Fatalf("at expiry: %d; want 401", code)
 	}
