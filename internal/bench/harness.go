@@ -25,10 +25,11 @@ const (
 	ScenarioStampede  = "stampede"
 	ScenarioStreaming = "streaming"
 	ScenarioFootprint = "footprint"
+	ScenarioTenantHit = "tenant-hit"
 )
 
 // AllScenarios is the standard set.
-var AllScenarios = []string{ScenarioOverhead, ScenarioHit, ScenarioStampede, ScenarioStreaming, ScenarioFootprint}
+var AllScenarios = []string{ScenarioOverhead, ScenarioHit, ScenarioStampede, ScenarioStreaming, ScenarioFootprint, ScenarioTenantHit}
 
 // Options configure a harness run. Zero fields take the standard set's
 // values (see Standard); Quick gives the smoke run's.
@@ -168,6 +169,7 @@ type Report struct {
 
 	Overhead    []Group          `json:"overhead,omitempty"`
 	Hit         []Group          `json:"hit,omitempty"`
+	TenantHit   []Group          `json:"tenant_hit,omitempty"`
 	Stampede    []StampedeGroup  `json:"stampede,omitempty"`
 	Streaming   []Group          `json:"streaming,omitempty"`
 	Followers   []FollowerGroup  `json:"stream_followers,omitempty"`
@@ -315,6 +317,8 @@ func (h *harness) scenario(ctx context.Context, s string) error {
 		return h.streaming(ctx)
 	case ScenarioFootprint:
 		return h.footprint(ctx)
+	case ScenarioTenantHit:
+		return h.tenantHit(ctx)
 	}
 	return fmt.Errorf("unknown scenario %q", s)
 }
