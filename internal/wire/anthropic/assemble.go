@@ -1,9 +1,11 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/corralhq/corral/internal/wire"
@@ -189,26 +191,59 @@ func (a *Assembler) Finish() ([]byte, wire.Usage, error) {
 			}
 			out["input"] = json.RawMessage(in)
 		}
-		content = append(content, mustJSON(out))
+		content = append(content, verbatimObject(out))
 	}
 	msg := make(map[string]json.RawMessage, len(a.message)+2)
 	for k, v := range a.message {
 		msg[k] = v
 	}
-	msg["content"] = mustJSON(content)
+	msg["content"] = verbatimArray(content)
 	for k, v := range a.delta {
 		msg[k] = v // stop_reason, stop_sequence, and any field Corral does not know
 	}
 	msg["usage"] = mustJSON(a.usage)
-	body, err := json.Marshal(msg)
-	if err != nil {
-		return nil, wire.Usage{}, fmt.Errorf("anthropic: assemble: %w", err)
-	}
+	body := verbatimObject(msg)
 	u := a.usage.wire()
 	if u.Known {
 		u.Model = str(a.message["model"])
 	}
 	return body, u, nil
+}
+
+// verbatimObject writes fields as a JSON object, keys sorted, each value's
+// bytes as they are: json.Marshal compacts a json.RawMessage, and a tool
+// input must reach a client byte for byte as the model wrote it, spaces
+// included, or a replay differs from the answer it replays.
+func verbatimObject(fields map[string]json.RawMessage) json.RawMessage {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(mustJSON(k))
+		b.WriteByte(':')
+		b.Write(fields[k])
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// verbatimArray writes items as a JSON array, each item's bytes as they are.
+func verbatimArray(items []json.RawMessage) json.RawMessage {
+	b := []byte{'['}
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	return append(b, ']')
 }
 
 func mustJSON(v any) json.RawMessage {

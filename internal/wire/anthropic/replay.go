@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -20,12 +19,9 @@ const maxPiece = 8 << 10
 // reason, stop sequence, output tokens) and message_stop. Blocks of other
 // kinds start as stored and stop.
 func Replay(body []byte) ([][]byte, error) {
-	compact := bytes.NewBuffer(make([]byte, 0, len(body)))
-	if err := json.Compact(compact, body); err != nil {
-		return nil, fmt.Errorf("anthropic: replay: %w", err)
-	}
+	// Not compacted first: a tool input is replayed with the bytes stored.
 	var msg map[string]json.RawMessage
-	if err := json.Unmarshal(compact.Bytes(), &msg); err != nil {
+	if err := json.Unmarshal(body, &msg); err != nil {
 		return nil, fmt.Errorf("anthropic: replay: %w", err)
 	}
 	var content []map[string]json.RawMessage
