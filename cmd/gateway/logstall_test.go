@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -153,6 +154,27 @@ func TestStalledLogNeverBlocksRequests(t *testing.T) {
 	}
 
 	stderr.release()
+	// The sink drains what it holds once stderr takes again; a line logged
+	// while it is still full is dropped like any other. Shutdown begins
+	// once a line logged after the release has been written, so the
+	// shutdown line below finds room, as it would after any stall.
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("after-release-%d", i)
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
+			strings.NewReader(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"log stall"}]}`))
+		req.Header.Set("Authorization", "Bearer "+DemoKey)
+		req.Header.Set("X-Request-Id", id)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		if strings.Contains(lines.String(), `"request_id":"`+id+`"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no line logged after the release was written within 10 s")
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run = %v after shutdown", err)
