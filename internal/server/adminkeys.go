@@ -60,9 +60,8 @@ type createdKeyJSON struct {
 // both optional. The key is in this answer only; the store keeps its
 // sha256.
 func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	if _, ok := s.fileTenant(id); ok {
-		writeError(w, errManagedByFile(id))
+	id, ok := s.apiTenantID(w, r)
+	if !ok {
 		return
 	}
 	fields, aerr := readAdminObject(r)
@@ -140,9 +139,8 @@ func clipField(s string) string {
 // minute: the store's record joined with this instance's uses not yet
 // written.
 func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	if _, ok := s.fileTenant(id); ok {
-		writeError(w, errManagedByFile(id))
+	id, ok := s.apiTenantID(w, r)
+	if !ok {
 		return
 	}
 	t, err := s.storeGet(r.Context(), id)

@@ -270,12 +270,23 @@ func (ts *tenantSources) parsePolicy(doc []byte) (tenant.Policy, error) {
 	return ts.parse(doc)
 }
 
-// handlePatchTenant applies a JSON merge patch to an API tenant's policy,
-// on the store's latest version.
-func (s *Server) handlePatchTenant(w http.ResponseWriter, r *http.Request) {
+// apiTenantID is the {id} of an admin route that changes an API tenant or
+// its keys; a tenant of the tenants file is refused (409
+// tenant_managed_by_file), as the file is where it is managed.
+func (s *Server) apiTenantID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := chi.URLParam(r, "id")
 	if _, ok := s.fileTenant(id); ok {
 		writeError(w, errManagedByFile(id))
+		return "", false
+	}
+	return id, true
+}
+
+// handlePatchTenant applies a JSON merge patch to an API tenant's policy,
+// on the store's latest version.
+func (s *Server) handlePatchTenant(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.apiTenantID(w, r)
+	if !ok {
 		return
 	}
 	fields, aerr := readAdminObject(r)
@@ -311,9 +322,8 @@ func (s *Server) handlePatchTenant(w http.ResponseWriter, r *http.Request) {
 // once and everywhere within a second, and its cache is purged. The
 // records of its stored objects are kept, for PUT .../objects to reassign.
 func (s *Server) handleDeleteTenant(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	if _, ok := s.fileTenant(id); ok {
-		writeError(w, errManagedByFile(id))
+	id, ok := s.apiTenantID(w, r)
+	if !ok {
 		return
 	}
 	if !keying.ValidTenantID(id) {
