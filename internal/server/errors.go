@@ -304,7 +304,7 @@ func errConcurrency(max int) *apiError {
 
 // Admin API refusals of the tenant store's changes.
 var (
-	errAdminTooLarge = clientError(http.StatusRequestEntityTooLarge, "request_too_large", "An admin request body is at most 64 KiB.")
+	errAdminTooLarge = clientError(http.StatusBadRequest, "request_too_large", "An admin request body is at most 64 KiB; nothing was changed.")
 	// errNoTenantStore: a gateway wired without a tenant store.
 	errNoTenantStore = errors.New("server: no tenant store")
 )
