@@ -42,16 +42,17 @@ func (s *Server) TouchKeys(ctx context.Context, since int64) (int64, error) {
 		return since, nil
 	}
 	now := s.now().Unix() / 60
-	used := s.tenants.Load().Used(since)
+	used := make(map[string]tenantstore.Use)
+	latest := since
+	for kid, u := range s.tenants.Load().Used(since) {
+		used[kid] = tenantstore.Use{Tenant: u.Tenant, At: u.At}
+		latest = max(latest, u.At.Unix()/60)
+	}
 	if len(used) == 0 {
 		return since, nil
 	}
 	if err := s.sources.store.Touch(ctx, used); err != nil {
 		return since, err
-	}
-	latest := since
-	for _, at := range used {
-		latest = max(latest, at.Unix()/60)
 	}
 	// The current minute may see more uses; written again next time.
 	return min(latest, now-1), nil

@@ -157,9 +157,9 @@ func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, r, id, err)
 		return
 	}
-	for kid, at := range s.tenants.Load().Used(0) {
-		if prev, ok := used[kid]; !ok || at.After(prev) {
-			used[kid] = at
+	for kid, u := range s.tenants.Load().Used(0) {
+		if prev, ok := used[kid]; !ok || u.At.After(prev) {
+			used[kid] = u.At
 		}
 	}
 	out := make([]keyJSON, 0, len(t.Keys))

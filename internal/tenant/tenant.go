@@ -146,7 +146,7 @@ type Registry struct {
 	// leader semaphore) across rebuilds.
 	bySpec map[string]*Spec
 	// used is each API key's last use, by key id (see Used).
-	used map[string]*atomic.Int64
+	used map[string]keyUse
 }
 
 // NewRegistry builds a registry. Validation of ids and duplicates happens
@@ -178,7 +178,7 @@ func rebuild(prev *Registry, specs []Spec) (*Registry, error) {
 		byID:     make(map[string]*Tenant, len(specs)),
 		specs:    specs,
 		bySpec:   make(map[string]*Spec, len(specs)),
-		used:     make(map[string]*atomic.Int64),
+		used:     make(map[string]keyUse),
 	}
 	for i := range specs {
 		s := &specs[i]
@@ -209,7 +209,7 @@ func rebuild(prev *Registry, specs []Spec) (*Registry, error) {
 			if err := r.addKey(t, k.SHA256, u, exp); err != nil {
 				return nil, err
 			}
-			r.used[k.ID] = u
+			r.used[k.ID] = keyUse{tenant: s.ID, minute: u}
 		}
 		r.byID[s.ID] = t
 	}
@@ -219,7 +219,7 @@ func rebuild(prev *Registry, specs []Spec) (*Registry, error) {
 func (r *Registry) usedOf(keyID string) *atomic.Int64 {
 	if r != nil {
 		if u, ok := r.used[keyID]; ok {
-			return u
+			return u.minute
 		}
 	}
 	return new(atomic.Int64)
@@ -303,13 +303,27 @@ type keyEntry struct {
 	expires int64
 }
 
+// keyUse is an API key's last use, in Unix minutes, and its tenant.
+type keyUse struct {
+	tenant string
+	minute *atomic.Int64
+}
+
+// Use is an API key's last use (to the minute) and the tenant it belongs
+// to, which lets the store refuse to record a use of a key revoked
+// meanwhile.
+type Use struct {
+	Tenant string
+	At     time.Time
+}
+
 // Used returns the last use, to the minute, of every API key used since
 // the minute since (Unix minutes, exclusive), by key id.
-func (r *Registry) Used(since int64) map[string]time.Time {
-	out := make(map[string]time.Time)
+func (r *Registry) Used(since int64) map[string]Use {
+	out := make(map[string]Use)
 	for id, u := range r.used {
-		if m := u.Load(); m > since {
-			out[id] = time.Unix(m*60, 0).UTC()
+		if m := u.minute.Load(); m > since {
+			out[id] = Use{Tenant: u.tenant, At: time.Unix(m*60, 0).UTC()}
 		}
 	}
 	return out

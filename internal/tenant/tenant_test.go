@@ -169,8 +169,8 @@ func TestAPIKeysExpireAndMergeUnderTheFile(t *testing.T) {
 	if _, ok := r.AuthenticateAt("sk-beta", exp); ok {
 		t.Error("beta's key works at its expiry")
 	}
-	if used := r.Used(0); !used["key_b"].Equal(exp.Add(-time.Minute)) {
-		t.Errorf("Used = %v; want key_b at the minute before expiry", used)
+	if used := r.Used(0); !used["key_b"].At.Equal(exp.Add(-time.Minute)) || used["key_b"].Tenant != "beta" {
+		t.Errorf("Used = %v; want beta's key_b at the minute before expiry", used)
 	}
 	// A rebuild keeps an unchanged tenant's value (and semaphore) and its
 	// keys' last use.

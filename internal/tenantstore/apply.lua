@@ -1,9 +1,11 @@
 -- Apply one admin change if the tenant's record is still the one read.
--- KEYS[1] tenants hash, KEYS[2] audit list, KEYS[3] revision counter
+-- KEYS[1] tenants hash, KEYS[2] audit list, KEYS[3] revision counter,
+-- KEYS[4] last-use hash
 -- ARGV[1] tenant id
 -- ARGV[2] "1" if a record was read, ARGV[3] that record
 -- ARGV[4] "1" to write ARGV[5] as the new record, "0" to remove it
 -- ARGV[6] the audit event, ARGV[7] the change channel, ARGV[8] events kept
+-- ARGV[9..] the ids of keys the change removed (their last use goes too)
 -- Returns the new revision (at least 1) when applied, 0 when the record
 -- changed since it was read.
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
@@ -16,6 +18,9 @@ if ARGV[4] == '1' then
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[5])
 else
   redis.call('HDEL', KEYS[1], ARGV[1])
+end
+for i = 9, #ARGV do
+  redis.call('HDEL', KEYS[4], ARGV[i])
 end
 redis.call('LPUSH', KEYS[2], ARGV[6])
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[8]) - 1)

@@ -122,11 +122,17 @@ func (b *Bolt) Apply(_ context.Context, c Change, m Meta) (Tenant, Event, error)
 		if v := bk.Get(id); v != nil {
 			cur = append([]byte(nil), v...)
 		}
-		next, nt, nev, err := apply(c, cur, m)
+		next, nt, nev, gone, err := apply(c, cur, m)
 		if err != nil {
 			return err
 		}
 		t, ev = nt, nev
+		ub := tx.Bucket(boltUsed)
+		for _, kid := range gone {
+			if err := ub.Delete([]byte(kid)); err != nil {
+				return err
+			}
+		}
 		if next == nil {
 			err = bk.Delete(id)
 		} else {
@@ -228,15 +234,18 @@ func (b *Bolt) notify() {
 	}
 }
 
-// Touch implements Store.
-func (b *Bolt) Touch(_ context.Context, used map[string]time.Time) error {
+// Touch implements Store; keys their tenant no longer holds are skipped.
+func (b *Bolt) Touch(_ context.Context, used map[string]Use) error {
 	if len(used) == 0 {
 		return nil
 	}
 	err := b.db.Update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(boltUsed)
-		for id, t := range used {
-			if err := bk.Put([]byte(id), []byte(strconv.FormatInt(t.Unix(), 10))); err != nil {
+		bk, tb := tx.Bucket(boltUsed), tx.Bucket(boltTenants)
+		for id, u := range used {
+			if !holdsKey(tb.Get([]byte(u.Tenant)), id) {
+				continue
+			}
+			if err := bk.Put([]byte(id), []byte(strconv.FormatInt(u.At.Unix(), 10))); err != nil {
 				return err
 			}
 		}

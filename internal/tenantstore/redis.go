@@ -34,6 +34,11 @@ var applyLua string
 
 var applyScript = redis.NewScript(applyLua)
 
+//go:embed touch.lua
+var touchLua string
+
+var touchScript = redis.NewScript(touchLua)
+
 // Redis is the distributed Store. It takes a redis.UniversalClient, so a
 // single server, Sentinel and Cluster all work.
 type Redis struct {
@@ -110,7 +115,7 @@ func (r *Redis) Apply(ctx context.Context, c Change, m Meta) (Tenant, Event, err
 		case err != nil:
 			return Tenant{}, Event{}, fmt.Errorf("tenantstore: apply: %w", err)
 		}
-		next, t, ev, err := apply(c, cur, m)
+		next, t, ev, gone, err := apply(c, cur, m)
 		if err != nil {
 			return Tenant{}, Event{}, err
 		}
@@ -118,9 +123,12 @@ func (r *Redis) Apply(ctx context.Context, c Change, m Meta) (Tenant, Event, err
 		if err != nil {
 			return Tenant{}, Event{}, fmt.Errorf("tenantstore: apply: %w", err)
 		}
+		args := []any{c.tenantID(), exists(cur), string(cur), exists(next), string(next), evJSON, RedisChannel, AuditKept}
+		for _, id := range gone {
+			args = append(args, id)
+		}
 		rev, err := applyScript.Run(ctx, r.rdb,
-			[]string{redisTenants, redisAudit, redisRevision},
-			c.tenantID(), exists(cur), string(cur), exists(next), string(next), evJSON, RedisChannel, AuditKept).Int64()
+			[]string{redisTenants, redisAudit, redisRevision, redisUsed}, args...).Int64()
 		if err != nil {
 			return Tenant{}, Event{}, fmt.Errorf("tenantstore: apply: %w", err)
 		}
@@ -214,18 +222,19 @@ func (r *Redis) Notifications(ctx context.Context) <-chan struct{} {
 	return out
 }
 
-// Touch implements Store.
-func (r *Redis) Touch(ctx context.Context, used map[string]time.Time) error {
+// Touch implements Store with a script that skips keys their tenant no
+// longer holds.
+func (r *Redis) Touch(ctx context.Context, used map[string]Use) error {
 	if len(used) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	args := make([]any, 0, 2*len(used))
-	for id, t := range used {
-		args = append(args, id, strconv.FormatInt(t.Unix(), 10))
+	args := make([]any, 0, 3*len(used))
+	for id, u := range used {
+		args = append(args, id, u.Tenant, strconv.FormatInt(u.At.Unix(), 10))
 	}
-	if err := r.rdb.HSet(ctx, redisUsed, args...).Err(); err != nil {
+	if err := touchScript.Run(ctx, r.rdb, []string{redisTenants, redisUsed}, args...).Err(); err != nil {
 		return fmt.Errorf("tenantstore: touch: %w", err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -104,40 +105,73 @@ type Store interface {
 	// Notifications sends (coalesced, never blocking the sender) after a
 	// change was applied anywhere, until ctx ends.
 	Notifications(ctx context.Context) <-chan struct{}
-	// Touch records keys' last use (key id → time, to the minute).
-	Touch(ctx context.Context, used map[string]time.Time) error
+	// Touch records keys' last use (key id → its tenant and time, to the
+	// minute), except for keys their tenant no longer holds: a revoked
+	// key's entry, removed with it, stays removed.
+	Touch(ctx context.Context, used map[string]Use) error
 	// LastUsed returns the recorded last use of the keys with these ids.
 	LastUsed(ctx context.Context, keyIDs []string) (map[string]time.Time, error)
 }
 
 // apply runs c against the stored form of its tenant (nil when absent)
 // and returns the new stored form (nil: remove) and the event.
-func apply(c Change, cur []byte, m Meta) (next []byte, t Tenant, ev Event, err error) {
+func apply(c Change, cur []byte, m Meta) (next []byte, t Tenant, ev Event, gone []string, err error) {
 	var prev *Tenant
 	if cur != nil {
 		prev = new(Tenant)
 		if err := json.Unmarshal(cur, prev); err != nil {
-			return nil, Tenant{}, Event{}, fmt.Errorf("tenantstore: decode %q: %w", c.tenantID(), err)
+			return nil, Tenant{}, Event{}, nil, fmt.Errorf("tenantstore: decode %q: %w", c.tenantID(), err)
 		}
 	}
 	at := m.Time.UTC()
 	after, ev, err := c.apply(prev, at)
 	if err != nil {
-		return nil, Tenant{}, Event{}, err
+		return nil, Tenant{}, Event{}, nil, err
 	}
 	ev.Time, ev.Remote, ev.Tenant = at, m.Remote, c.tenantID()
+	gone = removedKeys(prev, after)
 	if after == nil { // removed
-		return nil, *prev, ev, nil
+		return nil, *prev, ev, gone, nil
 	}
 	after.UpdatedAt = at
 	after.Version++
 	next, err = json.Marshal(after)
 	if err != nil {
-		return nil, Tenant{}, Event{}, fmt.Errorf("tenantstore: encode %q: %w", c.tenantID(), err)
+		return nil, Tenant{}, Event{}, nil, fmt.Errorf("tenantstore: encode %q: %w", c.tenantID(), err)
 	}
-	return next, *after, ev, nil
+	return next, *after, ev, gone, nil
 }
 
+// Use is a key's last use and the tenant that holds it.
+type Use struct {
+	Tenant string
+	At     time.Time
+}
+
+// removedKeys lists the ids of prev's keys that after (nil: the tenant
+// removed) no longer holds, whose last-use entries go with them.
+func removedKeys(prev, after *Tenant) []string {
+	if prev == nil {
+		return nil
+	}
+	var gone []string
+	for _, k := range prev.Keys {
+		if after == nil || !slices.ContainsFunc(after.Keys, func(a Key) bool { return a.ID == k.ID }) {
+			gone = append(gone, k.ID)
+		}
+	}
+	return gone
+}
+
+// holdsKey reports whether the stored tenant record rec holds the key
+// with id keyID.
+func holdsKey(rec []byte, keyID string) bool {
+	var t Tenant
+	if rec == nil || json.Unmarshal(rec, &t) != nil {
+		return false
+	}
+	return slices.ContainsFunc(t.Keys, func(k Key) bool { return k.ID == keyID })
+}
 // maxAttempts bounds Apply's optimistic retries: each conflict means
 // another change was applied, so the loop always makes progress overall.
 const maxAttempts = 100

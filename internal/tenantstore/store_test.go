@@ -224,7 +224,10 @@ func TestNotificationsAndRevision(t *testing.T) {
 func TestTouchAndLastUsed(t *testing.T) {
 	stores(t, func(t *testing.T, s tenantstore.Store) {
 		ctx := context.Background()
-		if err := s.Touch(ctx, map[string]time.Time{"key_a": at}); err != nil {
+		mustApply(t, s, tenantstore.TenantCreated{ID: "acme"})
+		mustApply(t, s, tenantstore.KeyCreated{Tenant: "acme", Key: tenantstore.Key{ID: "key_a", SHA256: "aa"}})
+		// key_b is not acme's: its use is not recorded.
+		if err := s.Touch(ctx, map[string]tenantstore.Use{"key_a": {Tenant: "acme", At: at}, "key_b": {Tenant: "acme", At: at}}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.LastUsed(ctx, []string{"key_a", "key_b"})
@@ -237,6 +240,49 @@ func TestTouchAndLastUsed(t *testing.T) {
 	})
 }
 
+// TestRevokedKeysLeaveNoLastUse: revoking a key, or deleting its tenant,
+// removes the key's last-use entry, and a use noted before the revoke
+// (written by an instance's next Touch) does not bring it back, so the
+// durable last-use records hold only live keys.
+func TestRevokedKeysLeaveNoLastUse(t *testing.T) {
+	stores(t, func(t *testing.T, s tenantstore.Store) {
+		ctx := context.Background()
+		mustApply(t, s, tenantstore.TenantCreated{ID: "acme"})
+		for _, id := range []string{"key_a", "key_b", "key_c"} {
+			mustApply(t, s, tenantstore.KeyCreated{Tenant: "acme", Key: tenantstore.Key{ID: id, SHA256: id}})
+		}
+		uses := map[string]tenantstore.Use{"key_a": {"acme", at}, "key_b": {"acme", at}, "key_c": {"acme", at}}
+		if err := s.Touch(ctx, uses); err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, s, tenantstore.KeyRevoked{Tenant: "acme", KeyID: "key_a"})
+		if err := s.Touch(ctx, uses); err != nil { // a use noted before the revoke
+			t.Fatal(err)
+		}
+		got, err := s.LastUsed(ctx, []string{"key_a", "key_b", "key_c"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(map[string]time.Time{"key_b": at, "key_c": at}, got); d != "" {
+			t.Errorf("after a revoke (-want +got):\n%s", d)
+		}
+		mustApply(t, s, tenantstore.TenantDeleted{ID: "acme"})
+		if err := s.Touch(ctx, uses); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.LastUsed(ctx, []string{"key_a", "key_b", "key_c"}); err != nil || len(got) != 0 {
+			t.Errorf("after deleting the tenant: %v, %v; want none", got, err)
+		}
+	})
+}
+
+func mustApply(t *testing.T, s tenantstore.Store, c tenantstore.Change) {
+	t.Helper()
+	if _, _, err := s.Apply(context.Background(), c, meta()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRedisKeysAreDurable: no tenant-store key carries a TTL, so a
 // volatile-* eviction policy never takes one.
 func TestRedisKeysAreDurable(t *testing.T) {
@@ -246,7 +292,8 @@ func TestRedisKeysAreDurable(t *testing.T) {
 	if _, _, err := s.Apply(ctx, tenantstore.TenantCreated{ID: "acme"}, meta()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Touch(ctx, map[string]time.Time{"key_a": at}); err != nil {
+	mustApply(t, s, tenantstore.KeyCreated{Tenant: "acme", Key: tenantstore.Key{ID: "key_a", SHA256: "aa"}})
+	if err := s.Touch(ctx, map[string]tenantstore.Use{"key_a": {Tenant: "acme", At: at}}); err != nil {
 		t.Fatal(err)
 	}
 	keys, err := rdb.Keys(ctx, "*").Result()
