@@ -54,9 +54,25 @@ type apiRec struct {
 // before that change) is dropped: the change's own notification brings
 // the next load. A tenant whose stored policy no longer validates is left
 // out and logged, never served with a policy nobody set.
+//
+// A load is cheap when little changed: a record this instance already
+// holds at the same version keeps its parsed policy (parsing 10,000
+// policies again on every change would cost each instance seconds), and
+// a load that changes nothing (the echo of this instance's own change)
+// leaves the registry as it is.
 func (s *Server) SetAPITenants(rev int64, ts []tenantstore.Tenant) {
+	s.sources.mu.Lock()
+	cur := s.sources.api
+	s.sources.mu.Unlock()
 	api := make(map[string]apiRec, len(ts))
+	changed := len(ts) != len(cur)
 	for _, t := range ts {
+		if old, ok := cur[t.ID]; ok && sameRecord(old.rec, t) {
+			old.rev = max(old.rev, rev)
+			api[t.ID] = old
+			continue
+		}
+		changed = true
 		spec, err := s.apiSpec(t)
 		if err != nil {
 			s.log.Error("api tenant left out: its stored policy does not validate", slog.String("tenant", t.ID), slog.String("error", err.Error()))
@@ -69,8 +85,34 @@ func (s *Server) SetAPITenants(rev int64, ts []tenantstore.Tenant) {
 	if rev < s.sources.rev {
 		return
 	}
+	if !changed && sameIDs(api, s.sources.api) {
+		s.sources.rev = rev
+		return
+	}
 	s.sources.api, s.sources.rev = api, rev
 	s.rebuildLocked()
+}
+
+// sameRecord reports whether two reads of a stored tenant are the same
+// version: every change sets a new version and update time, and a tenant
+// deleted and made again has a new creation time.
+func sameRecord(a, b tenantstore.Tenant) bool {
+	return a.ID == b.ID && a.Version == b.Version && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt)
+}
+
+// sameIDs reports whether a holds the same tenants as b, each at the same
+// version.
+func sameIDs(a, b map[string]apiRec) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id, r := range a {
+		o, ok := b[id]
+		if !ok || !sameRecord(o.rec, r.rec) {
+			return false
+		}
+	}
+	return true
 }
 
 // setAPITenant applies this instance's own change, made at store revision

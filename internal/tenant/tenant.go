@@ -173,12 +173,17 @@ func (r *Registry) With(prev *Registry, extra []Spec) (_ *Registry, shadowed []s
 }
 
 func rebuild(prev *Registry, specs []Spec) (*Registry, error) {
+	digests, apiKeys := 0, 0
+	for i := range specs {
+		digests += len(specs[i].KeySHA256) + len(specs[i].Keys)
+		apiKeys += len(specs[i].Keys)
+	}
 	r := &Registry{
-		byDigest: make(map[[sha256.Size]byte]keyEntry),
+		byDigest: make(map[[sha256.Size]byte]keyEntry, digests),
 		byID:     make(map[string]*Tenant, len(specs)),
 		specs:    specs,
 		bySpec:   make(map[string]*Spec, len(specs)),
-		used:     make(map[string]keyUse),
+		used:     make(map[string]keyUse, apiKeys),
 	}
 	for i := range specs {
 		s := &specs[i]
