@@ -172,6 +172,7 @@ func holdsKey(rec []byte, keyID string) bool {
 	}
 	return slices.ContainsFunc(t.Keys, func(k Key) bool { return k.ID == keyID })
 }
+
 // maxAttempts bounds Apply's optimistic retries: each conflict means
 // another change was applied, so the loop always makes progress overall.
 const maxAttempts = 100
