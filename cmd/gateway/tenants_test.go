@@ -24,10 +24,16 @@ import (
 // JSON answer.
 func adminCall(t *testing.T, base, method, path, body string) (int, map[string]any) {
 	t.Helper()
+	return adminCallWith(t, base, "adm", method, path, body)
+}
+
+// adminCallWith is adminCall with the admin token token.
+func adminCallWith(t *testing.T, base, token, method, path, body string) (int, map[string]any) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer adm")
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corralhq/corral/internal/mockllm"
+	"github.com/corralhq/corral/internal/tenant"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
@@ -139,3 +142,66 @@ func TestRunExportsTracesOverOTLP(t *testing.T) {
 }
 
 func hexOf(b []byte) string { return hex.EncodeToString(b) }
+
+// TestNoSecretsInTraces: a gateway exporting traces, driven through the
+// admin API (a tenant, a key, its use, its revoke, a key pasted as a
+// name) and the /v1 API with that key, exports no tenant key, key hash or
+// admin token in any span, attribute or resource.
+func TestNoSecretsInTraces(t *testing.T) {
+	recv, got := otlpReceiver(t)
+	up := serveMock(t, mockllm.Options{})
+	const token = "adm-token-that-no-span-may-carry"
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := newLineWriter(), newLineWriter()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, nil, []string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_DATA_DIR=" + t.TempDir(),
+			"CORRAL_UPSTREAM_URL=" + up.URL + "/v1", "CORRAL_ADMIN_TOKEN=" + token,
+			"OTEL_EXPORTER_OTLP_ENDPOINT=" + recv.URL}, stdout, stderr)
+	}()
+	addr := stderr.waitFor(t, regexp.MustCompile(`"msg":"corral listening","addr":"([^"]+)"`))[1]
+	base := "http://" + addr
+	if code, out := adminCallWith(t, base, token, "POST", "/admin/tenants", `{"id":"traced"}`); code != http.StatusCreated {
+		t.Fatalf("create the tenant: %d %v", code, out)
+	}
+	code, out := adminCallWith(t, base, token, "POST", "/admin/tenants/traced/keys", `{"name":"ci"}`)
+	if code != http.StatusCreated {
+		t.Fatalf("create a key: %d %v", code, out)
+	}
+	key, keyID := out["key"].(string), out["id"].(string)
+	if code := chatCode(t, base, key, "a traced call"); code != 200 {
+		t.Fatalf("chat with the new key: %d", code)
+	}
+	adminCallWith(t, base, token, "DELETE", "/admin/tenants/traced/keys/"+keyID, "")
+	if code := chatCode(t, base, key, "after the revoke"); code != 401 {
+		t.Fatalf("chat with the revoked key: %d", code)
+	}
+	adminCallWith(t, base, token, "POST", "/admin/tenants/traced/keys", `{"name":"`+key+`"}`)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var all []byte
+	spans := 0
+	for len(got) > 0 {
+		req := <-got
+		b, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+		for _, rs := range req.GetResourceSpans() {
+			for _, ss := range rs.GetScopeSpans() {
+				spans += len(ss.GetSpans())
+			}
+		}
+	}
+	if spans < 6 {
+		t.Fatalf("%d spans exported; want one per request at least", spans)
+	}
+	for what, s := range map[string]string{"key": key, "key hash": tenant.HashKey(key), "key without prefix": strings.TrimPrefix(key, "sk-corral-"), "admin token": token} {
+		if bytes.Contains(all, []byte(s)) {
+			t.Errorf("the %s is in an exported span", what)
+		}
+	}
+}
