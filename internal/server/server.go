@@ -304,9 +304,10 @@ func New(o Options) (*Server, error) {
 // requests already authenticated keep the tenant they resolved.
 func (s *Server) SetTenants(r *tenant.Registry) {
 	s.sources.mu.Lock()
-	defer s.sources.mu.Unlock()
 	s.sources.file = r
-	s.rebuildLocked()
+	gen := s.changedLocked()
+	s.sources.mu.Unlock()
+	s.rebuildThrough(gen)
 }
 
 // ServeHTTP implements http.Handler. A path is routed as the upstream will
