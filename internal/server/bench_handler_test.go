@@ -106,7 +106,9 @@ func BenchmarkHitHandlerAPITenants(b *testing.B) {
 					so.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError}))
 				}
 			})
-			h.srv.sources.parse = func([]byte) (tenant.Policy, error) { return tenant.Policy{MaxLeaders: 64, Cache: true, CacheTTL: time.Hour, NegativeTTL: 30 * time.Second}, nil }
+			h.srv.sources.parse = func([]byte) (tenant.Policy, error) {
+				return tenant.Policy{MaxLeaders: 64, Cache: true, CacheTTL: time.Hour, NegativeTTL: 30 * time.Second}, nil
+			}
 			ts := make([]tenantstore.Tenant, n)
 			for i := range ts {
 				id := fmt.Sprintf("api-%05d", i)
