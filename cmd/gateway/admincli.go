@@ -113,7 +113,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
 	return false, nil
 }
 
-const tenantsUsage = "gateway tenants list | create ID [-policy JSON] | delete ID"
+const tenantsUsage = "gateway tenants list | create [-policy JSON] ID | delete ID"
 
 // tenantsCmd runs gateway tenants ...
 func tenantsCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
@@ -193,7 +193,7 @@ func tenantsCmd(ctx context.Context, args, environ []string, stdout, stderr io.W
 	}
 }
 
-const keysUsage = "gateway keys create TENANT [-name N] [-expires RFC3339|DURATION] | list TENANT | revoke TENANT KEY_ID"
+const keysUsage = "gateway keys create [-name N] [-expires RFC3339|DURATION] TENANT | list TENANT | revoke TENANT KEY_ID"
 
 // keysCmd runs gateway keys ...
 func keysCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {

@@ -448,3 +448,19 @@ func TestChartNotesAskForDurableRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestChartNotesShowTheAdminAPI: with an admin token the notes show how
+// to manage tenants and keys through the admin API, rotation included,
+// with the subcommands as cmd/gateway parses them (flags before the
+// tenant).
+func TestChartNotesShowTheAdminAPI(t *testing.T) {
+	notes, err := os.ReadFile(filepath.Join(chart, "templates", "NOTES.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"CORRAL_ADMIN_URL", "CORRAL_ADMIN_TOKEN", "gateway tenants create -policy", "gateway keys create -name ci team-a", "gateway keys revoke team-a", "rotation"} {
+		if !bytes.Contains(notes, []byte(want)) {
+			t.Errorf("NOTES.txt does not say %q", want)
+		}
+	}
+}
