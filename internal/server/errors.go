@@ -195,7 +195,17 @@ func (e *apiError) setRetryHint(h http.Header) {
 // renderFailure is the answer a flight's error gives its client, in the
 // request's wire format: what the waiters on other instances of a leader
 // that failed transiently are answered with (coalesce.Options.Render).
+//
+// None is rendered for "no upstream available" (every candidate cooling
+// down or with its circuit open): that is this instance's pool's state,
+// reached without an upstream call, and another instance's pool may well
+// take the call. Its waiters then lead themselves, and a refusal they get
+// is their own, with no X-Corral-Cache (a shared one was served as
+// COALESCED).
 func renderFailure(req *coalesce.Request, err error) *entry.Entry {
+	if errors.Is(err, failover.ErrNoneAvailable) {
+		return nil
+	}
 	e := statusError(err)
 	h := http.Header{"Content-Type": {"application/json"}}
 	e.setRetryHint(h)

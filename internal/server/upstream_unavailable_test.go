@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/pool"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/wire/openai"
 )
 
 // A 503 upstream_unavailable (every upstream for the model has its
@@ -101,5 +103,21 @@ func TestOneTenantsTimeoutsDoNotCloseTheUpstreamToOthers(t *testing.T) {
 	ans := send(context.Background(), h.gw.URL, limitedKey, chatBody("a short answer"))
 	if ans.status != 200 || calls.Load() != before+1 {
 		t.Errorf("the other tenant after the offender's timeouts: %d %s, %d upstream calls; want 200 from the upstream", ans.status, ans.body, calls.Load()-before)
+	}
+}
+
+// TestNoUpstreamAvailableIsNotSharedAcrossInstances: a leader refused by
+// its own pool (every upstream cooling down or open) leaves no failure
+// for the waiters on other instances, whose pools may take the call: they
+// lead themselves instead of being served the refusal as COALESCED. A
+// failure of an upstream call is still shared.
+func TestNoUpstreamAvailableIsNotSharedAcrossInstances(t *testing.T) {
+	req := &coalesce.Request{Format: openai.Format{}}
+	if e := renderFailure(req, fmt.Errorf("chat: %w", failover.ErrNoneAvailable)); e != nil {
+		t.Errorf("no upstream available rendered for other instances' waiters: %d %s", e.Status, e.Body)
+	}
+	e := renderFailure(req, &upstream.Error{Kind: upstream.Timeout, Err: context.DeadlineExceeded})
+	if e == nil || e.Status != http.StatusGatewayTimeout || !bytes.Contains(e.Body, []byte(`"code":"upstream_timeout"`)) {
+		t.Fatalf("an upstream timeout is not shared with its waiters: %+v", e)
 	}
 }
