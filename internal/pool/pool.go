@@ -358,7 +358,9 @@ func (p *Pool) Record(m *Member, c Call) {
 }
 
 // CoolDown rests m for d (at most MaxCooldown) after a 429 that said when
-// to retry; a cooldown does not count toward the circuit.
+// to retry; a cooldown does not count toward the circuit. It leaves the
+// probe slot alone: the call's own Record frees it when that call held it
+// (a pinned call never does, and must not free another call's probe).
 func (p *Pool) CoolDown(m *Member, d time.Duration) {
 	if p == nil {
 		return
@@ -370,7 +372,6 @@ func (p *Pool) CoolDown(m *Member, d time.Duration) {
 	until := p.now().Add(d)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.probing = false
 	if until.After(m.coolTill) {
 		m.coolTill = until
 	}

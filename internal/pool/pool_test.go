@@ -222,6 +222,34 @@ func TestAbandonedProbeFreesTheSlot(t *testing.T) {
 	}
 }
 
+// TestPinnedCooldownKeepsTheProbe: a pinned call (it holds no probe
+// slot) that gets a 429 with Retry-After while a half-open circuit's probe
+// is out cools the member down, but does not free that probe's slot: once
+// the cooldown ends, a second probe is not admitted beside the first.
+func TestPinnedCooldownKeepsTheProbe(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	m := &Member{Name: "a", API: "openai", Weight: 1}
+	p := New([]*Member{m}, Options{Now: c.now, Seed: 1})
+	for range FailuresToOpen {
+		p.Acquire(m)
+		p.Record(m, Call{Outcome: Failure})
+	}
+	c.advance(OpenFor)
+	if !p.Acquire(m) { // the probe goes out
+		t.Fatal("no probe admitted after OpenFor")
+	}
+	p.CoolDown(m, time.Second) // a pinned follow-up's 429, Retry-After: 1
+	p.Record(m, Call{Outcome: Abandoned, Pinned: true})
+	c.advance(time.Second)
+	if p.Acquire(m) {
+		t.Fatal("a second probe was admitted while the first is still out")
+	}
+	p.Record(m, Call{Outcome: Success}) // the probe answers
+	if m.State(c.now()) != Closed || !p.Acquire(m) {
+		t.Fatalf("after the probe's success: %v; want closed", m.State(c.now()))
+	}
+}
+
 func TestCooldown(t *testing.T) {
 	c := &clock{t: time.Unix(1000, 0)}
 	a, b := &Member{Name: "a", API: "openai", Weight: 1}, &Member{Name: "b", API: "openai", Priority: 1, Weight: 1}
