@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/corralhq/corral/internal/cache/entry"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/coalesce/flight"
 	"github.com/corralhq/corral/internal/keying"
@@ -189,29 +188,28 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 			return
 		}
 	}
-	ro := relayOptions{format: c.format}
+	// A BYPASS is counted in the tenant's usage (tokens, cost, by model)
+	// from its answer's usage, read as it is relayed, and charged that
+	// actual cost against a budget; an answer without usage (a stream
+	// that did not ask for it, one cut short) is charged its reservation,
+	// the priced estimate.
+	rec := recordFrom(r.Context())
+	ro := relayOptions{format: c.format, endpoint: c.endpoint}
+	ro.usage = func(u wire.Usage) {
+		if cost := s.chargeBypass(c.t.ID, c.facts.Model, u); u.Known {
+			rec.cost = cost
+		}
+	}
 	if c.t.Budget.Set() {
-		// A BYPASS is charged its actual cost, read from the answer as it
-		// is relayed; an answer without usage (a stream that did not ask
-		// for it, one cut short) is charged its reservation, the priced
-		// estimate.
 		fc := &flightCharge{s: s, t: c.t, estimate: s.estimateCost(c.facts.Model, c.facts.Estimate)}
 		if err := fc.Take(r.Context()); err != nil {
 			writeError(w, statusError(err))
 			return
 		}
-		rec := recordFrom(r.Context())
 		rec.cost = fc.estimate
-		ro.endpoint = c.endpoint
-		ro.usage = func(u wire.Usage) {
-			if u.Known {
-				rec.cost = s.priceEntry(&entry.Entry{Status: http.StatusOK, Model: u.Model, PromptTokens: u.Prompt,
-					CompletionTokens: u.Completion, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite}, c.facts.Model).cost
-			}
-		}
 		defer func() { s.settleBudget(context.WithoutCancel(r.Context()), c.t.ID, fc, rec.cost) }()
 	}
-	recordFrom(r.Context()).cache = cacheBypass
+	rec.cache = cacheBypass
 	setCacheHeaders(w.Header(), cacheBypass, nil, false, c.ctl, s.now())
 	req := upstream.Request{Method: http.MethodPost, Path: c.endpoint, RawQuery: c.query, Header: r.Header, Body: c.body}
 	if c.stored != nil {

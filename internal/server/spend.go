@@ -6,6 +6,7 @@ import (
 	"github.com/corralhq/corral/internal/cache/entry"
 	"github.com/corralhq/corral/internal/spend"
 	"github.com/corralhq/corral/internal/usage"
+	"github.com/corralhq/corral/internal/wire"
 )
 
 // pricedAnswer is a stored answer priced at today's prices.
@@ -38,6 +39,29 @@ func (s *Server) priceEntry(e *entry.Entry, requested string) pricedAnswer {
 // chargeCall counts one upstream call that answered e: its cost, or an
 // unpriced call, in the usage counters and the cost metric.
 func (s *Server) chargeCall(tenant, requested string, e *entry.Entry) spend.Nanodollars {
+	c := s.callCounters(tenant, requested, e)
+	s.usage.Add(tenant, c)
+	return spend.Nanodollars(c.CostNanos)
+}
+
+// chargeBypass counts what a BYPASS call's answer used and cost, read
+// from the answer as it was relayed (u.Known false: an answer that showed
+// no usage, counted as an upstream call only). The call itself is counted
+// where every forwarded call is (countForwarded).
+func (s *Server) chargeBypass(tenant, requested string, u wire.Usage) spend.Nanodollars {
+	if !u.Known {
+		return 0
+	}
+	c := s.callCounters(tenant, requested, &entry.Entry{Status: http.StatusOK, Model: u.Model, PromptTokens: u.Prompt,
+		CompletionTokens: u.Completion, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite})
+	c.UpstreamCalls = 0
+	s.usage.Add(tenant, c)
+	return spend.Nanodollars(c.CostNanos)
+}
+
+// callCounters are one upstream call's usage counters, and its cost in the
+// cost metric.
+func (s *Server) callCounters(tenant, requested string, e *entry.Entry) usage.Counters {
 	c := usage.Counters{UpstreamCalls: 1}
 	label := spend.OtherModel
 	if e != nil {
@@ -55,8 +79,7 @@ func (s *Server) chargeCall(tenant, requested string, e *entry.Entry) spend.Nano
 			UpstreamCalls: 1, InputTokens: int64(e.PromptTokens), OutputTokens: int64(e.CompletionTokens), CostNanos: c.CostNanos,
 		}}
 	}
-	s.usage.Add(tenant, c)
-	return spend.Nanodollars(c.CostNanos)
+	return c
 }
 
 // modelLabel is the catalog's name for a request's model, for the usage

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -217,6 +218,70 @@ func TestUnpricedCallsCounted(t *testing.T) {
 	}
 	if u.CostUSD != 0 || u.UnpricedCalls != 1 || u.ByModel[spend.OtherModel].UpstreamCalls != 1 {
 		t.Errorf("usage = %s; want cost 0, 1 unpriced call under other", body)
+	}
+}
+
+// TestBypassCallsAreCountedInUsage: BYPASS calls (Cache-Control:
+// no-store; Codex's every request, for its hosted tools) by a tenant
+// without a budget are counted in its usage like a leader's call: one
+// upstream call each, their tokens, their cost by model, and cost_usd in
+// the access line. They were counted as calls only, at no cost.
+func TestBypassCallsAreCountedInUsage(t *testing.T) {
+	var logs logtest.Buffer
+	h := newHarness(t, withAdmin, withPrices, func(o *harnessOptions) {
+		o.logs = &logs
+		o.wrapUpstream = pricedUpstream
+	})
+	ctx := context.Background()
+	for i, body := range []string{
+		`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"bypassed"}]}`,
+		`{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"bypassed, streamed"}]}`,
+	} {
+		a := send(ctx, h.gw.URL, acmeKey, body, "Cache-Control", "no-store", "X-Request-Id", fmt.Sprintf("bypass-%d", i))
+		if a.status != http.StatusOK || a.header.Get("X-Corral-Cache") != cacheBypass {
+			t.Fatalf("call %d: %d %s %s", i, a.status, a.header.Get("X-Corral-Cache"), a.body)
+		}
+	}
+	// A request is counted before its access line is written: once both
+	// lines are there, the usage holds both calls.
+	waitFor(t, func() bool { return logs.Count(`"request_id":"bypass-`) == 2 })
+	_, body := adminDo(t, h.gw.URL, "GET", "/admin/tenants/acme/usage", adminToken)
+	var u struct {
+		UpstreamCalls int64             `json:"upstream_calls"`
+		Tokens        int64             `json:"tokens"`
+		Bypass        int64             `json:"bypass"`
+		CostUSD       spend.Nanodollars `json:"cost_usd"`
+		ByModel       map[string]struct {
+			UpstreamCalls int64             `json:"upstream_calls"`
+			InputTokens   int64             `json:"input_tokens"`
+			OutputTokens  int64             `json:"output_tokens"`
+			CostUSD       spend.Nanodollars `json:"cost_usd"`
+		} `json:"by_model"`
+	}
+	if err := json.Unmarshal([]byte(body), &u); err != nil {
+		t.Fatal(err)
+	}
+	// Each: 600 uncached × 150 + 400 cached × 75 + 200 out × 600.
+	m := u.ByModel["gpt-4o-mini*"]
+	if u.UpstreamCalls != 2 || u.Bypass != 2 || u.Tokens != 2400 || u.CostUSD != 480_000 ||
+		m.UpstreamCalls != 2 || m.InputTokens != 2000 || m.OutputTokens != 400 || m.CostUSD != 480_000 {
+		t.Errorf("usage after two BYPASS calls = %s; want 2 upstream calls, 2,400 tokens, $0.00048 under gpt-4o-mini*", body)
+	}
+	costs := map[string]spend.Nanodollars{}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var l struct {
+			Msg  string             `json:"msg"`
+			ID   string             `json:"request_id"`
+			Cost *spend.Nanodollars `json:"cost_usd"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "request" && l.Cost != nil {
+			costs[l.ID] = *l.Cost
+		}
+	}
+	for i := range 2 {
+		if id := fmt.Sprintf("bypass-%d", i); costs[id] != 240_000 {
+			t.Errorf("%s: access line cost_usd %s; want 0.00024", id, costs[id])
+		}
 	}
 }
 
