@@ -105,43 +105,52 @@ func New(o Options) (*Console, error) {
 // ServeHTTP implements http.Handler for paths under Prefix.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
+// routes are the console's, by their full paths (Prefix included), so
+// the console serves the same under any mux that hands it /console/*.
 func (c *Console) routes() http.Handler {
-	r := chi.NewRouter()
-	r.Use(securityHeaders)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		c.fail(w, r, http.StatusNotFound, "There is no such page.")
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+	root := chi.NewRouter()
+	root.Use(securityHeaders)
+	notFound := func(w http.ResponseWriter, r *http.Request) { c.fail(w, r, http.StatusNotFound, "There is no such page.") }
+	root.NotFound(notFound)
+	root.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusMethodNotAllowed, "That method is not allowed here.")
 	})
-	sub, _ := fs.Sub(assetFS, "assets")
-	assets := http.StripPrefix(Prefix+"/assets/", http.FileServerFS(sub))
-	r.Get("/assets/*", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Cache-Control", "no-cache")
-		assets.ServeHTTP(w, r)
-	})
-	r.Get("/login", c.handleLoginPage)
-	r.With(c.sameOrigin).Post("/login", c.handleLogin)
-	r.Group(func(r chi.Router) {
-		r.Use(c.signedIn)
-		r.Get("/", c.handleOverview)
-		r.Get("/live", c.handleLive)
-		r.Get("/tenants", c.handleTenants)
-		r.Get("/tenants/{id}", c.handleTenant)
-		r.Get("/upstreams", c.handleUpstreams)
-		r.Get("/audit", c.handleAudit)
+	root.Get(Prefix, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, Prefix+"/", http.StatusFound) })
+	root.Route(Prefix, func(r chi.Router) {
+		r.NotFound(notFound)
+		sub, _ := fs.Sub(assetFS, "assets")
+		assets := http.StripPrefix(Prefix+"/assets/", http.FileServerFS(sub))
+		r.Get("/assets/*", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Cache-Control", "no-cache")
+			assets.ServeHTTP(w, r)
+		})
+		r.Get("/login", c.handleLoginPage)
+		r.With(c.sameOrigin).Post("/login", c.handleLogin)
 		r.Group(func(r chi.Router) {
-			r.Use(c.sameOrigin)
-			r.Post("/logout", c.handleLogout)
-			r.Post("/tenants", c.handleCreateTenant)
-			r.Post("/tenants/{id}/policy", c.handlePatchTenant)
-			r.Post("/tenants/{id}/delete", c.handleDeleteTenant)
-			r.Post("/tenants/{id}/keys", c.handleCreateKey)
-			r.Post("/tenants/{id}/keys/{key_id}/revoke", c.handleRevokeKey)
-			r.Post("/tenants/{id}/purge", c.handlePurge)
+			r.Use(c.signedIn)
+			r.Get("/", c.handleOverview)
+			r.Get("/live", c.handleLive)
+			r.Get("/tenants", c.handleTenants)
+			r.Get("/tenants/{id}", c.handleTenant)
+			r.Get("/upstreams", c.handleUpstreams)
+			r.Get("/audit", c.handleAudit)
+			r.Group(func(r chi.Router) {
+				r.Use(c.sameOrigin)
+				r.Post("/logout", c.handleLogout)
+				r.Post("/tenants", c.handleCreateTenant)
+				r.Post("/tenants/{id}/policy", c.handlePatchTenant)
+				r.Post("/tenants/{id}/delete", c.handleDeleteTenant)
+				r.Post("/tenants/{id}/keys", c.handleCreateKey)
+				r.Post("/tenants/{id}/keys/{key_id}/revoke", c.handleRevokeKey)
+				r.Post("/tenants/{id}/purge", c.handlePurge)
+			})
 		})
 	})
-	return r
+	// A mux that hands the console its requests (the server's router)
+	// leaves its own route context on them; the console routes afresh.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		root.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, nil)))
+	})
 }
 
 // securityHeaders sets the headers every console response carries: the

@@ -215,7 +215,7 @@ func (b consoleBackend) LastHour() ([]string, []console.Minute) {
 // token: without one there is nothing to sign in with) and points / at
 // it.
 func (s *Server) consoleRoutes(r interface {
-	Mount(string, http.Handler)
+	Handle(string, http.Handler)
 	Get(string, http.HandlerFunc)
 }, o ConsoleOptions) error {
 	c, err := console.New(console.Options{Backend: consoleBackend{s}, AdminToken: s.adminToken, SecureCookie: o.SecureCookie,
@@ -223,7 +223,8 @@ func (s *Server) consoleRoutes(r interface {
 	if err != nil {
 		return err
 	}
-	r.Mount(console.Prefix, c)
+	r.Handle(console.Prefix, c)
+	r.Handle(console.Prefix+"/*", c)
 	r.Get("/", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, console.Prefix+"/", http.StatusFound)
 	})
