@@ -110,7 +110,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.
 func (c *Console) routes() http.Handler {
 	root := chi.NewRouter()
 	root.Use(securityHeaders)
-	notFound := func(w http.ResponseWriter, r *http.Request) { c.fail(w, r, http.StatusNotFound, "There is no such page.") }
+	notFound := func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusNotFound, "There is no such page.")
+	}
 	root.NotFound(notFound)
 	root.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusMethodNotAllowed, "That method is not allowed here.")

@@ -52,15 +52,15 @@ func (f *fakeBackend) RevokeKey(_ context.Context, _, id, keyID string) error {
 	f.changes = append(f.changes, "revoke "+keyID)
 	return nil
 }
-func (f *fakeBackend) Purge(context.Context, string) (int, error) { return 0, nil }
+func (f *fakeBackend) Purge(context.Context, string) (int, error)   { return 0, nil }
 func (f *fakeBackend) Usage(context.Context, string) (Usage, error) { return f.usage, nil }
 func (f *fakeBackend) UsageDays(context.Context, time.Time, time.Time) ([]DayRow, error) {
 	return nil, nil
 }
 func (f *fakeBackend) Audit(context.Context, int) ([]AuditEvent, error) { return nil, nil }
-func (f *fakeBackend) Upstreams() []Upstream                           { return nil }
-func (f *fakeBackend) FlightsInProgress() int                          { return 0 }
-func (f *fakeBackend) LastHour() ([]string, []Minute)                  { return []string{"HIT"}, nil }
+func (f *fakeBackend) Upstreams() []Upstream                            { return nil }
+func (f *fakeBackend) FlightsInProgress() int                           { return 0 }
+func (f *fakeBackend) LastHour() ([]string, []Minute)                   { return []string{"HIT"}, nil }
 
 func newTestConsole(t *testing.T) (*httptest.Server, *fakeBackend) {
 	t.Helper()

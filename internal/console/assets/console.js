@@ -6,6 +6,7 @@
 
 (function () {
   var REFRESH_MS = 5000;
+  var refreshes = 0;
 
   // refresh replaces the Overview's live section with a fresh copy from
   // /console/live. A signed-out session reloads the page (to the sign-in).
@@ -23,6 +24,8 @@
       var fresh = doc.getElementById("live");
       if (!fresh) throw new Error("no live section");
       live.replaceWith(document.importNode(fresh, true));
+      refreshes++;
+      document.body.setAttribute("data-refreshes", String(refreshes));
       if (status) status.textContent = "Updated " + new Date().toLocaleTimeString() + "; refreshes every 5 seconds.";
     }).catch(function () {
       if (status) status.textContent = "Could not refresh; retrying.";
@@ -52,6 +55,8 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     if (document.getElementById("live")) window.setInterval(refresh, REFRESH_MS);
+    var now = document.getElementById("refresh-now");
+    if (now) now.addEventListener("click", refresh);
     var buttons = document.querySelectorAll("button.copy");
     for (var i = 0; i < buttons.length; i++) {
       buttons[i].addEventListener("click", function (ev) { copyKey(ev.currentTarget); });
