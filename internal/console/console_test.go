@@ -208,3 +208,58 @@ func TestPagesEscapeAndCarryHeaders(t *testing.T) {
 		t.Error("the key and model names are not shown as escaped text")
 	}
 }
+
+// TestDeleteNeedsConfirmation: a delete without its box ticked is 400 and
+// changes nothing; with it the tenant is deleted.
+func TestDeleteNeedsConfirmation(t *testing.T) {
+	srv, fb := newTestConsole(t)
+	_, ck := signIn(t, srv.URL, "tok")
+	post := func(body string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/console/tenants/acme/delete", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", srv.URL)
+		req.AddCookie(&http.Cookie{Name: CookieName, Value: ck})
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(""); code != http.StatusBadRequest || len(fb.changes) != 0 {
+		t.Errorf("unconfirmed delete: %d, changes %v; want 400 and none", code, fb.changes)
+	}
+	if code := post("confirm=yes"); code != http.StatusOK || len(fb.changes) != 1 || fb.changes[0] != "delete acme" {
+		t.Errorf("confirmed delete: %d, changes %v; want 200 and the delete", code, fb.changes)
+	}
+}
+
+// TestSignOutRevokes: after sign-out the same cookie is refused, and the
+// revocation is kept only until the session would have expired.
+func TestSignOutRevokes(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	rev := NewMemoryRevocations(clock)
+	s := sessions{key: sessionKey("tok"), revoked: rev, now: clock}
+	v, exp := s.issue()
+	id, _, err := s.check(context.Background(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rev.Revoke(context.Background(), id, exp); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.check(context.Background(), v); err == nil {
+		t.Error("a revoked session still checks")
+	}
+	now = exp // the session has expired: its revocation may go
+	if _, _, err := s.parse(v); err == nil {
+		t.Error("an expired session still parses")
+	}
+	other, exp2 := s.issue()
+	id2, _, _ := s.parse(other)
+	_ = rev.Revoke(context.Background(), id2, exp2)
+	if ok, _ := rev.Revoked(context.Background(), id); ok || len(rev.ids) != 1 {
+		t.Errorf("expired revocations kept: %v", rev.ids)
+	}
+}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"html/template"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -132,14 +134,14 @@ type liveData struct {
 func (c *Console) live(r *http.Request) liveData {
 	ctx := r.Context()
 	d := liveData{Flights: int64(c.b.FlightsInProgress()), Upstreams: c.b.Upstreams(), Now: c.now().UTC()}
-	for _, t := range c.b.Tenants(ctx) {
-		u, err := c.b.Usage(ctx, t.ID)
-		if err != nil {
-			d.Missing = append(d.Missing, t.ID)
+	ts := c.b.Tenants(ctx)
+	for i, r := range c.usages(ctx, ts) {
+		if r.err != nil {
+			d.Missing = append(d.Missing, ts[i].ID)
 			continue
 		}
 		d.Totals.Tenants++
-		sum(&d.Totals.Usage, u)
+		sum(&d.Totals.Usage, r.u)
 	}
 	today := d.Now.Truncate(24 * time.Hour)
 	rows, err := c.b.UsageDays(ctx, today.AddDate(0, 0, -29), today)
@@ -158,6 +160,34 @@ func (c *Console) live(r *http.Request) liveData {
 	outcomes, minutes := c.b.LastHour()
 	d.Hour = newHourChart(outcomes, minutes)
 	return d
+}
+
+// usageReads bounds the usage reads one page makes at once: each is a
+// Redis round trip in distributed mode, and a gateway may have thousands
+// of tenants.
+const usageReads = 16
+
+type usageResult struct {
+	u   Usage
+	err error
+}
+
+// usages reads every tenant's usage, usageReads at a time; the results
+// are in ts's order.
+func (c *Console) usages(ctx context.Context, ts []Tenant) []usageResult {
+	out := make([]usageResult, len(ts))
+	sem := make(chan struct{}, usageReads)
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			u, err := c.b.Usage(ctx, t.ID)
+			out[i] = usageResult{u, err}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request) {
@@ -193,10 +223,11 @@ func (c *Console) renderTenants(w http.ResponseWriter, r *http.Request, status i
 		byTenant[row.Tenant] += row.Requests
 	}
 	var out []tenantRow
-	for _, t := range c.b.Tenants(ctx) {
-		tr := tenantRow{Tenant: t, TodayRequests: byTenant[t.ID]}
-		if u, err := c.b.Usage(ctx, t.ID); err == nil {
-			tr.Usage, tr.UsageOK = u, true
+	ts := c.b.Tenants(ctx)
+	for i, r := range c.usages(ctx, ts) {
+		tr := tenantRow{Tenant: ts[i], TodayRequests: byTenant[ts[i].ID]}
+		if r.err == nil {
+			tr.Usage, tr.UsageOK = r.u, true
 		}
 		out = append(out, tr)
 	}
