@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -189,18 +190,20 @@ func (c *Console) fromHere(r *http.Request) bool {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	self := scheme + "://" + r.Host
+	// Behind a TLS-terminating proxy the browser says https while this
+	// request is plain HTTP; SecureCookie says that is the setup. Hosts
+	// compare without case, as browsers lower-case them.
+	same := func(o string) bool {
+		return strings.EqualFold(o, scheme+"://"+r.Host) || (c.secure && strings.EqualFold(o, "https://"+r.Host))
+	}
 	if o := r.Header.Get("Origin"); o != "" {
-		// Behind a TLS-terminating proxy the browser says https while
-		// this request is plain HTTP; SecureCookie says that is the setup.
-		return o == self || (c.secure && o == "https://"+r.Host)
+		return same(o)
 	}
 	ref, err := url.Parse(r.Header.Get("Referer"))
 	if err != nil || ref.Host == "" {
 		return false
 	}
-	o := ref.Scheme + "://" + ref.Host
-	return o == self || (c.secure && o == "https://"+r.Host)
+	return same(ref.Scheme + "://" + ref.Host)
 }
 
 // sessionKeyType keys the signed-in session in a request's context.

@@ -263,3 +263,28 @@ func TestSignOutRevokes(t *testing.T) {
 		t.Errorf("expired revocations kept: %v", rev.ids)
 	}
 }
+
+// TestSecureCookieBehindTLSProxy: with SecureCookie the cookie is Secure
+// on plain HTTP, and the browser's https:// Origin (the proxy's TLS) is
+// the console's own.
+func TestSecureCookieBehindTLSProxy(t *testing.T) {
+	fb := &fakeBackend{tenants: []Tenant{{ID: "acme", Source: "api"}}}
+	c, err := New(Options{Backend: fb, AdminToken: "tok", SecureCookie: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/console/login", strings.NewReader("token=tok"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://"+strings.ToUpper(host[:1])+host[1:])
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Set-Cookie"), "; Secure") {
+		t.Errorf("sign-in behind TLS: %d, Set-Cookie %q; want 303 and a Secure cookie", resp.StatusCode, resp.Header.Get("Set-Cookie"))
+	}
+}
