@@ -166,10 +166,24 @@ func (tb *tab) clean(t *testing.T, where string) {
 	tb.problems, tb.dialogs = nil, nil
 }
 
-// expect removes the reports that contain what (a status the test
-// caused on purpose), failing the test if there was none.
+// expect waits up to 5 s for a report that contains what (something the
+// test caused on purpose) and removes every such report, failing the test
+// if none came.
 func (tb *tab) expect(t *testing.T, what string) {
 	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !tb.drop(what) {
+		if time.Now().After(deadline) {
+			t.Errorf("the browser did not report %q", what)
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling the reports with a deadline
+	}
+}
+
+// drop removes the reports that contain what and says whether there were
+// any.
+func (tb *tab) drop(what string) bool {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	kept := tb.problems[:0]
@@ -182,9 +196,7 @@ func (tb *tab) expect(t *testing.T, what string) {
 		kept = append(kept, p)
 	}
 	tb.problems = kept
-	if !found {
-		t.Errorf("the browser did not report %q", what)
-	}
+	return found
 }
 
 // do runs actions in the tab, failing the test on an error.
@@ -225,11 +237,21 @@ func eval[T any](t *testing.T, tb *tab, expr string, opts ...chromedp.EvaluateOp
 	return v
 }
 
-// poll waits, up to 10 s, until the JavaScript expression is true.
+// poll waits, up to 10 s, until the JavaScript expression is true. A
+// page in the middle of a navigation (a form just submitted) has no
+// context to evaluate in for a moment: polling goes on through that.
 func (tb *tab) poll(t *testing.T, expr string) {
 	t.Helper()
-	if _, err := chromedp.Run(tb.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
-		t.Fatalf("waiting for %s: %v", expr, err)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](expr))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: not within 10s (last error %v)", expr, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
 	}
 }
 

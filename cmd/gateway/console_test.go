@@ -310,7 +310,8 @@ func TestConsoleKeyLifecycle(t *testing.T) {
 
 	keyID := tb.attr(t, "#keys tr[data-key]", "data-key")
 	tb.do(t, "revoke", chromedp.Navigate(a+"/console/tenants/web"), chromedp.WaitVisible("#keys"),
-		chromedp.Click(`#keys tr[data-key="`+keyID+`"] button`), chromedp.WaitVisible(".flash"))
+		chromedp.Click(`#keys tr[data-key="`+keyID+`"] button`))
+	tb.poll(t, `document.querySelector(".flash") !== null`)
 	revoked := time.Now()
 	if f := tb.text(t, ".flash"); !strings.HasPrefix(f, "Key revoked") {
 		t.Errorf("after revoking: %q", f)
@@ -321,6 +322,28 @@ func TestConsoleKeyLifecycle(t *testing.T) {
 		t.Errorf("%d keys listed after the revoke; want 0", n)
 	}
 	tb.clean(t, "revoke")
+
+	// The policy: a merge patch applies; a bad one is refused with the
+	// admin API's message and changes nothing.
+	tb.do(t, "patch", chromedp.SendKeys("#patch", `{"requests_per_minute": 1200, "models": ["gpt-4o-mini"]}`), chromedp.Submit("#patch"))
+	tb.poll(t, `document.querySelector(".flash") !== null && document.querySelector(".flash").textContent === "Policy saved."`)
+	pol := mustAdmin(t, http.StatusOK, b, "GET", "/admin/tenants/web", "")["policy"].(map[string]any)
+	if pol["requests_per_minute"] != float64(1200) || fmt.Sprint(pol["models"]) != "[gpt-4o-mini]" {
+		t.Errorf("policy after the console's patch: %v", pol)
+	}
+	tb.do(t, "bad patch", chromedp.SendKeys("#patch", `{"requests_per_minute": "lots"}`), chromedp.Submit("#patch"))
+	tb.poll(t, `document.getElementById("page-error") !== null`)
+	if e := tb.text(t, "#page-error"); !strings.Contains(e, "requests_per_minute") {
+		t.Errorf("bad patch: %q; want the field named", e)
+	}
+	tb.expect(t, "status of 400")
+	if pol2 := mustAdmin(t, http.StatusOK, a, "GET", "/admin/tenants/web", "")["policy"]; fmt.Sprint(pol2) != fmt.Sprint(pol) {
+		t.Errorf("a refused patch changed the policy: %v", pol2)
+	}
+	tb.do(t, "purge", chromedp.Navigate(a+"/console/tenants/web"), chromedp.WaitVisible("#keys"),
+		chromedp.Click(`form[action$="/purge"] button`))
+	tb.poll(t, `document.querySelector(".flash") !== null && document.querySelector(".flash").textContent === "Cache purged."`)
+	tb.clean(t, "policy and purge")
 }
 
 // TestConsoleShowsClientStringsAsText: a key named like markup and a model
@@ -448,8 +471,21 @@ func TestConsoleRefusesCrossSitePost(t *testing.T) {
 	tb.clean(t, "/console/ and its refresh")
 	for _, p := range pages[2:7] {
 		tb.do(t, p, chromedp.Navigate(base+p), chromedp.WaitVisible("h1"))
+		// Every control is labelled: a <label for>, an aria-label, or a
+		// button's own text.
+		unlabelled := eval[[]string](t, tb, `Array.from(document.querySelectorAll("input, textarea, select, button")).filter(e =>
+			!(e.labels && e.labels.length) && !e.getAttribute("aria-label") && !(e.tagName === "BUTTON" && e.textContent.trim())).map(e => e.outerHTML)`)
+		if len(unlabelled) != 0 {
+			t.Errorf("%s: controls without a label: %v", p, unlabelled)
+		}
 		tb.clean(t, p)
 	}
+	// The listener hears the CSP: an inline script the page did not have
+	// is blocked and reported.
+	eval[bool](t, tb, `(() => { const s = document.createElement("script"); s.textContent = "window.inlineRan = true"; document.body.appendChild(s); return true })()`)
+	tb.poll(t, `window.inlineRan === undefined`)
+	tb.expect(t, "Content Security Policy")
+	tb.clean(t, "after the inline script")
 }
 
 // TestConsoleScreenshotsAndNarrowScreen: with CORRAL_SCREENSHOTS=1 the

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -50,9 +51,20 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// Param names the field at fault ("" when none).
+	Param string
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Text is the refusal as a page shows it: the message, and the field at
+// fault when the message does not name it.
+func (e *Error) Text() string {
+	if e.Param == "" || strings.Contains(e.Message, e.Param) {
+		return e.Message
+	}
+	return e.Message + " (field: " + e.Param + ")"
+}
 
 // Tenant is one tenant as the console shows it: never a key or its hash.
 type Tenant struct {

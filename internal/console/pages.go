@@ -85,7 +85,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 func (c *Console) refused(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if errors.As(err, &e) {
-		c.fail(w, r, e.Status, e.Message)
+		c.fail(w, r, e.Status, e.Text())
 		return
 	}
 	c.log.Error("console: backend", slog.String("error", err.Error()))
@@ -246,7 +246,7 @@ func (c *Console) handleCreateTenant(w http.ResponseWriter, r *http.Request) {
 	if err := c.b.CreateTenant(r.Context(), r.RemoteAddr, id, []byte(policy)); err != nil {
 		var e *Error
 		if errors.As(err, &e) {
-			c.renderTenants(w, r, e.Status, "", e.Message)
+			c.renderTenants(w, r, e.Status, "", e.Text())
 			return
 		}
 		c.refused(w, r, err)
@@ -323,7 +323,7 @@ func (c *Console) renderTenant(w http.ResponseWriter, r *http.Request, status in
 func message(err error) string {
 	var e *Error
 	if errors.As(err, &e) {
-		return e.Message
+		return e.Text()
 	}
 	return "Unavailable right now (the store is unreachable)."
 }
@@ -345,7 +345,7 @@ func (c *Console) change(w http.ResponseWriter, r *http.Request, done string, do
 	if err := do(id); err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Status != http.StatusNotFound {
-			c.renderTenant(w, r, e.Status, id, "", e.Message, nil)
+			c.renderTenant(w, r, e.Status, id, "", e.Text(), nil)
 			return
 		}
 		c.refused(w, r, err)
@@ -385,7 +385,7 @@ func (c *Console) handleDeleteTenant(w http.ResponseWriter, r *http.Request) {
 	if err := c.b.DeleteTenant(r.Context(), r.RemoteAddr, id); err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Status != http.StatusNotFound {
-			c.renderTenant(w, r, e.Status, id, "", e.Message, nil)
+			c.renderTenant(w, r, e.Status, id, "", e.Text(), nil)
 			return
 		}
 		c.refused(w, r, err)
@@ -403,7 +403,7 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Status != http.StatusNotFound {
-			c.renderTenant(w, r, e.Status, id, "", e.Message, nil)
+			c.renderTenant(w, r, e.Status, id, "", e.Text(), nil)
 			return
 		}
 		c.refused(w, r, err)

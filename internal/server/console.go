@@ -27,7 +27,7 @@ func refusal(aerr *apiError) error {
 	if aerr == nil {
 		return nil
 	}
-	return &console.Error{Status: aerr.Status, Code: aerr.Code, Message: aerr.Message}
+	return &console.Error{Status: aerr.Status, Code: aerr.Code, Message: aerr.Message, Param: aerr.Param}
 }
 
 func (b consoleBackend) Tenants(context.Context) []console.Tenant {
