@@ -21,6 +21,7 @@ import (
 	"github.com/corralhq/corral/internal/cache"
 	"github.com/corralhq/corral/internal/coalesce/redisflight"
 	"github.com/corralhq/corral/internal/config"
+	"github.com/corralhq/corral/internal/console"
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/mockllm"
@@ -201,6 +202,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		Metrics:           m,
 		Tracing:           tp.TracerProvider(),
 		AdminToken:        cfg.AdminToken,
+		Console:           server.ConsoleOptions{SecureCookie: cfg.ConsoleSecureCookie},
 		Prices:            prices,
 		Now:               o.Now,
 	}
@@ -276,6 +278,8 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		so.Cache = cache.NewRedis(rdb, cache.RedisOptions{})
 		objStore = objects.NewRedis(rdb, objects.RedisOptions{})
 		tstore = tenantstore.NewRedis(rdb, tenantstore.RedisOptions{})
+		// A console sign-out is kept where every instance checks it.
+		so.Console.Revocations = console.NewRedisRevocations(rdb, o.Now)
 		so.Locker, so.Bus, so.Streams, so.Marker = parts.Locker, parts.Bus, parts.Streams, parts.Marker
 		so.LockTTL = cfg.LockTTL
 		rec := usage.NewRedis(rdb, usage.RedisOptions{Logger: log})

@@ -52,13 +52,16 @@ func (s *stallWriter) release() {
 // startStallable runs the demo gateway until ctx ends, with env added,
 // its log going through a stallWriter to lines; it returns once the
 // gateway listens, with its base URL and run's result to come on done.
+// stallAdmin is the admin token of the stallable gateways.
+const stallAdmin = "stall-admin"
+
 func startStallable(ctx context.Context, t *testing.T, env ...string) (base string, lines *lineWriter, stderr *stallWriter, done chan error) {
 	t.Helper()
 	stdout := newLineWriter()
 	lines = newLineWriter()
 	stderr = &stallWriter{w: lines, entered: make(chan struct{}, 1)}
 	done = make(chan error, 1)
-	env = append([]string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_DATA_DIR=" + t.TempDir()}, env...)
+	env = append([]string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_DATA_DIR=" + t.TempDir(), "CORRAL_ADMIN_TOKEN=" + stallAdmin}, env...)
 	go func() { done <- run(ctx, []string{"-demo"}, env, stdout, stderr) }()
 	base = stdout.waitFor(t, regexp.MustCompile(`base URL: (http://\S+)/v1`))[1]
 	lines.waitFor(t, regexp.MustCompile(`corral listening`))
@@ -90,7 +93,9 @@ func TestStalledLogNeverBlocksRequests(t *testing.T) {
 		return resp.StatusCode
 	}
 	dropped := func() float64 {
-		resp, err := client.Get(base + "/metrics")
+		req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+stallAdmin) // the admin token guards /metrics
+		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

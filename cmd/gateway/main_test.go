@@ -11,6 +11,17 @@ import (
 // after a test that stops its Redis nodes, one may still be asleep when
 // the binary ends. It is the library's, and bounded; every goroutine of
 // Corral's own is still checked.
+//
+// The console's browser tests share one chromium for the binary; it is
+// closed before the leak check.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+	goleak.VerifyTestMain(closingBrowser{m}, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+}
+
+// closingBrowser runs the tests, then closes the shared browser.
+type closingBrowser struct{ m *testing.M }
+
+func (c closingBrowser) Run() int {
+	defer closeBrowser()
+	return c.m.Run()
 }

@@ -57,6 +57,13 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 	if err != nil {
 		return err
 	}
+	// The demo shows the console too: without an admin token of the
+	// operator's, it makes one for this run and prints it (never logs it).
+	demoToken := ""
+	if *demo && cfg.AdminToken == "" {
+		demoToken = newDemoToken()
+		cfg.AdminToken = demoToken
+	}
 	// Log lines go through a bounded asynchronous sink, so no request
 	// waits on a write to stderr; it is closed last (deferred first), so
 	// every line, the shutdown's included, is written before run returns.
@@ -84,7 +91,7 @@ func run(ctx context.Context, args []string, environ []string, stdout, stderr io
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	if *demo {
-		printDemo(stdout, ln.Addr())
+		printDemo(stdout, ln.Addr(), demoToken)
 	}
 	stopHUP := reloadOnSIGHUP(ctx, gw)
 	defer stopHUP()

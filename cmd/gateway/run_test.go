@@ -105,6 +105,22 @@ func TestRunDemoServesAndStops(t *testing.T) {
 	if !strings.Contains(stdout.String(), "curl -si "+base+"/chat/completions") || !strings.Contains(stdout.String(), DemoKey) {
 		t.Errorf("demo banner lacks the curl line or key:\n%s", stdout)
 	}
+	// The console, with the admin token made for this run.
+	m := regexp.MustCompile(`console:  (http://\S+/console/)  \(admin token: (demo-admin-[0-9a-f]{48})\)`).FindStringSubmatch(stdout.String())
+	if m == nil || m[1] != strings.TrimSuffix(base, "/v1")+"/console/" {
+		t.Fatalf("demo banner lacks the console's URL and admin token:\n%s", stdout)
+	}
+	consoleURL, token := m[1], m[2]
+	root := strings.TrimSuffix(consoleURL, "/console/")
+	req, _ := http.NewRequest(http.MethodPost, consoleURL+"login", strings.NewReader("token="+token))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", root)
+	if resp, _ := consoleDo(t, req); resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Errorf("console sign-in with the printed token: %d, %d cookies; want 303 and the session", resp.StatusCode, len(resp.Cookies()))
+	}
+	if resp, _ := consoleGet(t, root, "/", ""); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/console/" {
+		t.Errorf("GET / = %d to %q; want a redirect to the console", resp.StatusCode, resp.Header.Get("Location"))
+	}
 	if code, body := postDemo(t, base+"/chat/completions", `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hello, Corral"}]}`,
 		"Authorization", "Bearer "+DemoKey); code != 200 || !strings.Contains(body, "mock reply to: Hello, Corral") {
 		t.Errorf("demo chat = %d %s", code, body)
@@ -126,8 +142,8 @@ func TestRunDemoServesAndStops(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("run returned %v after shutdown; want nil", err)
 	}
-	if strings.Contains(stderr.String(), DemoKey) {
-		t.Error("logs contain the demo key")
+	if strings.Contains(stderr.String(), DemoKey) || strings.Contains(stderr.String(), token) {
+		t.Error("logs contain the demo key or the admin token")
 	}
 	if !strings.Contains(stderr.String(), `"grace":"30s"`) {
 		t.Errorf("shutdown log does not give the grace period as 30s:\n%s", stderr)

@@ -284,6 +284,10 @@ func TestChartMatchesConfig(t *testing.T) {
 	if env["CORRAL_REDIS_URL"] == "" {
 		t.Error("the example values set no CORRAL_REDIS_URL")
 	}
+	// The console sits behind the example's TLS: its cookie must be Secure.
+	if env["CORRAL_CONSOLE_SECURE_COOKIE"] != "true" {
+		t.Errorf("CORRAL_CONSOLE_SECURE_COOKIE = %q; want true (console.secureCookie in the example)", env["CORRAL_CONSOLE_SECURE_COOKIE"])
+	}
 	if _, err := config.Load(plainEnv(env)); err != nil {
 		t.Errorf("the rendered environment does not load: %v", err)
 	}
@@ -461,6 +465,28 @@ func TestChartNotesShowTheAdminAPI(t *testing.T) {
 	for _, want := range []string{"CORRAL_ADMIN_URL", "CORRAL_ADMIN_TOKEN", "gateway tenants create -policy", "gateway keys create -name ci team-a", "gateway keys revoke team-a", "rotation"} {
 		if !bytes.Contains(notes, []byte(want)) {
 			t.Errorf("NOTES.txt does not say %q", want)
+		}
+	}
+}
+
+// TestChartNotesShowTheConsole: the notes give the console's URL and
+// where its admin token is when the chart has one, and say how to turn
+// it on when not; the default values keep the console's cookie setting
+// off the pod (plain CORRAL_CONSOLE_SECURE_COOKIE default).
+func TestChartNotesShowTheConsole(t *testing.T) {
+	notes, err := os.ReadFile(filepath.Join(chart, "templates", "NOTES.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"/console/", ".Values.adminTokenSecret.name", "console.secureCookie=true", "set adminTokenSecret"} {
+		if !bytes.Contains(notes, []byte(want)) {
+			t.Errorf("NOTES.txt does not say %q", want)
+		}
+	}
+	pod := render(t)["Deployment"].Spec.Template.Spec
+	for _, e := range pod.Containers[0].Env {
+		if e.Name == "CORRAL_CONSOLE_SECURE_COOKIE" {
+			t.Errorf("the default values set %s; want it only with console.secureCookie", e.Name)
 		}
 	}
 }

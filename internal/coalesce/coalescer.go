@@ -356,6 +356,17 @@ type GroupStats interface {
 // Group is the tenant's flight group, for stats.
 func (c *Coalescer) Group(tenant string) GroupStats { return c.groupFor(tenant) }
 
+// InFlight is how many flights are in progress on this instance, over
+// every tenant: a moment's view for the console.
+func (c *Coalescer) InFlight() int {
+	n := 0
+	c.groups.Range(func(_, g any) bool {
+		n += g.(*group).Len()
+		return true
+	})
+	return n
+}
+
 func (c *Coalescer) groupFor(id string) *group {
 	if g, ok := c.groups.Load(id); ok {
 		return g.(*group)

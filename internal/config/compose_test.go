@@ -130,6 +130,22 @@ func TestComposeMatchesConfig(t *testing.T) {
 	if !ok || len(mock.Profiles) != 1 || mock.Profiles[0] != "demo" {
 		t.Error("compose needs a mockllm service under the demo profile")
 	}
+	// The console comes with the admin token; its cookie setting is the
+	// shell's, off by default, and a value Corral accepts.
+	secure := interpolate(gw.Environment["CORRAL_CONSOLE_SECURE_COOKIE"])
+	if secure != "false" {
+		t.Errorf("gateway CORRAL_CONSOLE_SECURE_COOKIE defaults to %q; want false, set from the shell", secure)
+	}
+	if _, err := Load([]string{"CORRAL_CONSOLE_SECURE_COOKIE=" + secure, "CORRAL_ADMIN_TOKEN=x"}); err != nil {
+		t.Errorf("the compose console settings do not load: %v", err)
+	}
+	header, err := os.ReadFile(repo + "docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(header), "/console/") || !strings.Contains(string(header), "CORRAL_CONSOLE_SECURE_COOKIE=true") {
+		t.Error("docker-compose.yml's header does not say where the console is and when its cookie must be Secure")
+	}
 }
 
 // promConfig is the part of prometheus.yml the gateway's scrape depends on.

@@ -47,6 +47,7 @@ type Config struct {
 	UpstreamTimeout     time.Duration `env:"CORRAL_UPSTREAM_TIMEOUT" envDefault:"120s" doc:"one upstream call, from dial to the last byte of a stream"`
 	MaxBodyBytes        ByteSize      `env:"CORRAL_MAX_BODY_BYTES" envDefault:"8MiB" doc:"request body limit; larger bodies get 413 request_too_large"`
 	AdminToken          string        `env:"CORRAL_ADMIN_TOKEN" doc:"bearer token for admin endpoints; empty = admin disabled"`
+	ConsoleSecureCookie bool          `env:"CORRAL_CONSOLE_SECURE_COOKIE" envDefault:"false" doc:"true = mark the console's session cookie Secure on plain HTTP too, for a gateway behind a TLS-terminating proxy (a TLS request always gets it); the console's Origin check then also accepts https://<host>"`
 	LogLevel            string        `env:"CORRAL_LOG_LEVEL" envDefault:"info" doc:"debug, info, warn or error (JSON logs on stderr)"`
 	PprofAddr           string        `env:"CORRAL_PPROF_ADDR" doc:"serve Go's net/http/pprof on this separate address (keep it on loopback); empty = off"`
 	ShutdownTimeout     time.Duration `env:"CORRAL_SHUTDOWN_TIMEOUT" envDefault:"30s" doc:"on SIGTERM/SIGINT, how long in-flight requests and streams may finish; then every open stream ends with its API's error event, locks and live streams are released, and the process exits within it; give an orchestrator's grace period more"`

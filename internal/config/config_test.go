@@ -39,13 +39,14 @@ func TestLoadValues(t *testing.T) {
 		"CORRAL_STALE_WHILE_REVALIDATE=10m",
 		"CORRAL_STALE_IF_ERROR=24h",
 		"CORRAL_MAX_BODY_BYTES=64KiB",
+		"CORRAL_CONSOLE_SECURE_COOKIE=true",
 		"OPENAI_API_KEY=sk-fallback",
 	})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
 	if c.Addr != "127.0.0.1:9000" || c.CacheTTL != 5*time.Minute || c.MaxBodyBytes != 64<<10 || c.RedisURL == "" ||
-		c.StaleRevalidate != 10*time.Minute || c.StaleIfError != 24*time.Hour {
+		c.StaleRevalidate != 10*time.Minute || c.StaleIfError != 24*time.Hour || !c.ConsoleSecureCookie {
 		t.Errorf("Load = %+v", c)
 	}
 	if c.UpstreamAPIKey != "sk-fallback" {
@@ -73,6 +74,7 @@ func TestLoadErrorsNameTheVariable(t *testing.T) {
 		{"CORRAL_STALE_WHILE_REVALIDATE=-1s", "CORRAL_STALE_WHILE_REVALIDATE"},
 		{"CORRAL_STALE_IF_ERROR=a-day", "CORRAL_STALE_IF_ERROR"},
 		{"CORRAL_REDIS_CLUSTER=yes", "CORRAL_REDIS_CLUSTER"},
+		{"CORRAL_CONSOLE_SECURE_COOKIE=on", "CORRAL_CONSOLE_SECURE_COOKIE"},
 		{"CORRAL_REDIS_CLUSTER=true", "CORRAL_REDIS_URL"},
 		{"CORRAL_REDIS_SENTINEL_MASTER=mymaster", "CORRAL_REDIS_URL"},
 		{"CORRAL_REDIS_URL=redis://a:1\nCORRAL_REDIS_CLUSTER=true\nCORRAL_REDIS_SENTINEL_MASTER=m", "CORRAL_REDIS_SENTINEL_MASTER"},

@@ -147,9 +147,7 @@ func (r *Router) Do(ctx context.Context, api, model string, req upstream.Request
 		actx, span := r.attempt(ctx, m, model, req, tried)
 		resp, err := set.Clients[m.Name].Do(actx, req)
 		outcome := r.judge(set.Pool, m, pool.Call{Tenant: req.Tenant}, resp, err)
-		if r.obs != nil {
-			r.obs.Attempt(m.Name, outcome, time.Since(start))
-		}
+		r.observe(m, outcome, start)
 		answer := err == nil && (outcome == "answer" || i == len(cands)-1)
 		span = endAttempt(span, resp, err, outcome, answer)
 		if err != nil {
@@ -191,9 +189,7 @@ func (r *Router) DoAt(ctx context.Context, name string, req upstream.Request) (*
 	actx, span := r.attempt(ctx, m, "", req, 1)
 	resp, err := c.Do(actx, req)
 	outcome := r.judge(set.Pool, m, pool.Call{Tenant: req.Tenant, Pinned: true}, resp, err)
-	if r.obs != nil {
-		r.obs.Attempt(m.Name, outcome, time.Since(start))
-	}
+	r.observe(m, outcome, start)
 	span = endAttempt(span, resp, err, outcome, err == nil)
 	if err != nil {
 		cancel()
@@ -204,6 +200,26 @@ func (r *Router) DoAt(ctx context.Context, name string, req upstream.Request) (*
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel, span: span}
 	return resp, nil
 }
+
+// observe feeds one attempt, started at start and named outcome by judge,
+// to the metrics and to the member's latency and failure counts.
+func (r *Router) observe(m *pool.Member, outcome string, start time.Time) {
+	d := time.Since(start)
+	if r.obs != nil {
+		r.obs.Attempt(m.Name, outcome, d)
+	}
+	switch outcome {
+	case "canceled":
+		return // the client left: says nothing of the upstream
+	case "error", "timeout", "retry":
+		m.Observe(d, true, r.now())
+	default:
+		m.Observe(d, false, r.now())
+	}
+}
+
+// Snapshot is the current upstreams' health and traffic, read-only.
+func (r *Router) Snapshot() []pool.Snapshot { return r.set.Load().Pool.Snapshot() }
 
 // ErrUnknownUpstream means an object's record names an upstream that is
 // no longer configured.

@@ -56,6 +56,11 @@ type Member struct {
 	openTill time.Time  // circuit open until then (zero: closed)
 	probing  bool       // a half-open probe is in flight
 	coolTill time.Time  // cooling down until then
+
+	calls   int64         // attempts observed (Observe), for the console
+	failed  int64         // of which failed (error, timeout, retry status)
+	latency time.Duration // moving average of the attempts' time to answer headers
+	lastErr time.Time     // when an attempt last failed
 }
 
 // run is the evidence against a member since its last success, or since
@@ -390,9 +395,78 @@ func (p *Pool) Carry(old *Pool) {
 		}
 		o.mu.Lock()
 		r, openTill, coolTill := o.run, o.openTill, o.coolTill
+		calls, failed, latency, lastErr := o.calls, o.failed, o.latency, o.lastErr
 		o.mu.Unlock()
 		m.mu.Lock()
 		m.run, m.openTill, m.coolTill = r, openTill, coolTill
+		m.calls, m.failed, m.latency, m.lastErr = calls, failed, latency, lastErr
 		m.mu.Unlock()
 	}
+}
+
+// latencyWeight is the share of the newest attempt in a member's moving
+// average latency: 1/8, so one slow call moves it an eighth of the way.
+const latencyWeight = 8
+
+// Observe notes one attempt's time and whether it failed, for Snapshot.
+// It is separate from Record, which only a pool that keeps health is
+// fed: a lone upstream keeps no circuit, but its latency still shows.
+func (m *Member) Observe(d time.Duration, failed bool, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls++
+	if failed {
+		m.failed++
+		m.lastErr = now
+	}
+	if m.calls == 1 {
+		m.latency = d
+	} else {
+		m.latency += (d - m.latency) / latencyWeight
+	}
+}
+
+// Snapshot is a member's health and traffic at one moment, read-only:
+// what an operator's page shows.
+type Snapshot struct {
+	Name     string
+	API      string
+	Priority int
+	Weight   int
+	State    State
+	// OpenUntil is when an open circuit lets its probe through (zero:
+	// closed); CoolingUntil when a cooldown ends (zero or past: none).
+	OpenUntil    time.Time
+	CoolingUntil time.Time
+	// Failures is the run of failures counting toward the circuit now.
+	Failures int
+	// Calls and Failed count the attempts observed since start (or since
+	// the member was added), LastFailure is when one last failed.
+	Calls       int64
+	Failed      int64
+	LastFailure time.Time
+	// Latency is the moving average time of an attempt (0: none yet).
+	Latency time.Duration
+}
+
+// Snapshot returns m's state at now.
+func (m *Member) Snapshot(now time.Time) Snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sn := Snapshot{Name: m.Name, API: m.API, Priority: m.Priority, Weight: m.Weight, State: m.stateLocked(now),
+		OpenUntil: m.openTill, Failures: m.run.counted(), Calls: m.calls, Failed: m.failed, LastFailure: m.lastErr, Latency: m.latency}
+	if now.Before(m.coolTill) {
+		sn.CoolingUntil = m.coolTill
+	}
+	return sn
+}
+
+// Snapshot returns every member's state now, in the configured order.
+func (p *Pool) Snapshot() []Snapshot {
+	now := p.now()
+	out := make([]Snapshot, len(p.members))
+	for i, m := range p.members {
+		out[i] = m.Snapshot(now)
+	}
+	return out
 }

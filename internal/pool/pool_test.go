@@ -300,3 +300,27 @@ func BenchmarkCandidates(b *testing.B) {
 		}
 	}
 }
+
+// TestSnapshot: a snapshot shows the state, the run toward the circuit,
+// the attempts observed and their moving average latency.
+func TestSnapshot(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := &Member{Name: "a", API: "openai", Weight: 1}
+	p := New([]*Member{m}, Options{Now: func() time.Time { return now }})
+	m.Observe(800*time.Millisecond, false, now)
+	m.Observe(0, true, now)
+	p.Record(m, Call{Outcome: Failure})
+	got := p.Snapshot()[0]
+	if got.State != Closed || got.Failures != 1 || got.Calls != 2 || got.Failed != 1 || !got.LastFailure.Equal(now) {
+		t.Errorf("snapshot = %+v; want closed, 1 failure in the run, 2 calls, 1 failed", got)
+	}
+	if want := 700 * time.Millisecond; got.Latency != want {
+		t.Errorf("latency = %v; want %v (800ms, then an eighth of the way to 0)", got.Latency, want)
+	}
+	for range FailuresToOpen {
+		p.Record(m, Call{Outcome: Failure})
+	}
+	if got := p.Snapshot()[0]; got.State != Open || !got.OpenUntil.Equal(now.Add(OpenFor)) {
+		t.Errorf("after %d failures: %+v; want open until %v", FailuresToOpen, got, now.Add(OpenFor))
+	}
+}

@@ -95,26 +95,38 @@ func writeJSON(w http.ResponseWriter, v any) {
 // handleUsage answers a tenant's usage and savings counters.
 func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	t, ok := s.tenants.Load().Get(id)
-	if !ok {
-		writeError(w, errUnknownTenant(id))
+	u, aerr := s.tenantUsage(r.Context(), id)
+	if aerr != nil {
+		writeError(w, aerr)
 		return
 	}
-	c, err := s.usage.Get(r.Context(), id)
-	if err != nil {
-		recordFrom(r.Context()).err = err.Error()
-		writeError(w, serverError(http.StatusServiceUnavailable, "usage_unavailable", "Usage counters are unavailable right now (Redis unreachable)."))
-		return
-	}
-	// Budgets are read from the ledger's store (Redis when distributed):
-	// without it, the last spend this instance read plus its own since.
-	standing, _ := s.budgets.Read(r.Context(), id, t.Budget)
 	writeJSON(w, struct {
 		Tenant string `json:"tenant"`
 		usageJSON
-	}{id, usageJSON{c.Requests, c.Hits, c.Coalesced, c.Negative, c.Bypass, c.UpstreamCalls, c.TokensUsed, c.TokensSaved,
+	}{id, u})
+}
+
+// errUsageUnavailable answers a read of the usage counters that failed.
+var errUsageUnavailable = serverError(http.StatusServiceUnavailable, "usage_unavailable", "Usage counters are unavailable right now (Redis unreachable).")
+
+// tenantUsage is tenant id's usage and savings counters and its standing
+// against its budgets.
+func (s *Server) tenantUsage(ctx context.Context, id string) (usageJSON, *apiError) {
+	t, ok := s.tenants.Load().Get(id)
+	if !ok {
+		return usageJSON{}, errUnknownTenant(id)
+	}
+	c, err := s.usage.Get(ctx, id)
+	if err != nil {
+		recordFrom(ctx).err = err.Error()
+		return usageJSON{}, errUsageUnavailable
+	}
+	// Budgets are read from the ledger's store (Redis when distributed):
+	// without it, the last spend this instance read plus its own since.
+	standing, _ := s.budgets.Read(ctx, id, t.Budget)
+	return usageJSON{c.Requests, c.Hits, c.Coalesced, c.Negative, c.Bypass, c.UpstreamCalls, c.TokensUsed, c.TokensSaved,
 		map[string]int64{cacheHit: c.Hits, cacheCoalesced: c.Coalesced, cacheNegative: c.Negative, cacheBypass: c.Bypass, cacheStale: c.Stale},
-		spend.Nanodollars(c.CostNanos), spend.Nanodollars(c.SavedNanos), c.UnpricedCalls, byModelJSON(c.ByModel), budgetsJSON(standing)}})
+		spend.Nanodollars(c.CostNanos), spend.Nanodollars(c.SavedNanos), c.UnpricedCalls, byModelJSON(c.ByModel), budgetsJSON(standing)}, nil
 }
 
 // budgetJSON is one budget period's standing in a tenant's usage.

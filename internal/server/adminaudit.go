@@ -22,16 +22,24 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	if s.sources.store == nil {
-		writeError(w, statusOfStore(errNoTenantStore, ""))
-		return
-	}
-	evs, err := s.sources.store.Audit(r.Context(), limit)
-	if err != nil {
-		s.writeStoreError(w, r, "", err)
+	evs, aerr := s.auditEvents(r.Context(), limit)
+	if aerr != nil {
+		writeError(w, aerr)
 		return
 	}
 	writeJSON(w, map[string]any{"events": evs})
+}
+
+// auditEvents is the newest limit admin events, newest first.
+func (s *Server) auditEvents(ctx context.Context, limit int) ([]tenantstore.Event, *apiError) {
+	if s.sources.store == nil {
+		return nil, statusOfStore(errNoTenantStore, "")
+	}
+	evs, err := s.sources.store.Audit(ctx, limit)
+	if err != nil {
+		return nil, s.storeError(ctx, "", err)
+	}
+	return evs, nil
 }
 
 // TouchKeys writes the last use of the API keys used on this instance

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -69,6 +70,23 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	k, aerr := s.createKey(r.Context(), r.RemoteAddr, id, fields)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(k)
+}
+
+// createKey makes a key for API tenant id from fields ("name",
+// "expires_at"); the answer is the only place the key is ever shown.
+func (s *Server) createKey(ctx context.Context, remote, id string, fields map[string]json.RawMessage) (createdKeyJSON, *apiError) {
+	if aerr := s.refuseFileTenant(id); aerr != nil {
+		return createdKeyJSON{}, aerr
+	}
 	var req struct {
 		Name      string
 		ExpiresAt *time.Time
@@ -77,8 +95,7 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 		switch name {
 		case "name":
 			if json.Unmarshal(raw, &req.Name) != nil || !validKeyName(req.Name) {
-				writeError(w, errInvalidRequest("\"name\" must be a string of at most 64 printable characters, not starting with \"sk-\".", "name"))
-				return
+				return createdKeyJSON{}, errInvalidRequest("\"name\" must be a string of at most 64 printable characters, not starting with \"sk-\".", "name")
 			}
 		case "expires_at":
 			var t time.Time
@@ -86,36 +103,29 @@ func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			if json.Unmarshal(raw, &t) != nil {
-				writeError(w, errInvalidRequest("\"expires_at\" must be an RFC 3339 time such as 2027-01-31T00:00:00Z.", "expires_at"))
-				return
+				return createdKeyJSON{}, errInvalidRequest("\"expires_at\" must be an RFC 3339 time such as 2027-01-31T00:00:00Z.", "expires_at")
 			}
 			if !t.After(s.now()) {
-				writeError(w, errInvalidRequest("\"expires_at\" is in the past; a key must expire in the future.", "expires_at"))
-				return
+				return createdKeyJSON{}, errInvalidRequest("\"expires_at\" is in the past; a key must expire in the future.", "expires_at")
 			}
 			t = t.UTC()
 			req.ExpiresAt = &t
 		default:
-			writeError(w, errInvalidRequest("Unknown field "+jsonQuote(clipField(name))+"; a key takes \"name\" and \"expires_at\".", clipField(name)))
-			return
+			return createdKeyJSON{}, errInvalidRequest("Unknown field "+jsonQuote(clipField(name))+"; a key takes \"name\" and \"expires_at\".", clipField(name))
 		}
 	}
 	if !keying.ValidTenantID(id) {
-		writeError(w, errUnknownTenant(id))
-		return
+		return createdKeyJSON{}, errUnknownTenant(id)
 	}
 	keyID, key := newKey()
 	k := tenantstore.Key{
 		ID: keyID, Name: req.Name, SHA256: tenant.HashKey(key), Prefix: key[:keyShown],
 		CreatedAt: s.now().UTC().Truncate(time.Second), ExpiresAt: req.ExpiresAt,
 	}
-	if _, ok := s.applyChange(w, r, tenantstore.KeyCreated{Tenant: id, Key: k}); !ok {
-		return
+	if _, aerr := s.apply(ctx, tenantstore.KeyCreated{Tenant: id, Key: k}, remote); aerr != nil {
+		return createdKeyJSON{}, aerr
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusCreated)
-	_ = json.NewEncoder(w).Encode(createdKeyJSON{ID: k.ID, Key: key, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt})
+	return createdKeyJSON{ID: k.ID, Key: key, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt}, nil
 }
 
 // validKeyName refuses a name that is too long, not text, or looks like
@@ -143,19 +153,30 @@ func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	t, err := s.storeGet(r.Context(), id)
-	if err != nil {
-		s.writeStoreError(w, r, id, err)
+	out, aerr := s.listKeys(r.Context(), id)
+	if aerr != nil {
+		writeError(w, aerr)
 		return
+	}
+	writeJSON(w, map[string]any{"keys": out})
+}
+
+// listKeys is API tenant id's keys, never a key or its hash.
+func (s *Server) listKeys(ctx context.Context, id string) ([]keyJSON, *apiError) {
+	if aerr := s.refuseFileTenant(id); aerr != nil {
+		return nil, aerr
+	}
+	t, err := s.storeGet(ctx, id)
+	if err != nil {
+		return nil, s.storeError(ctx, id, err)
 	}
 	ids := make([]string, 0, len(t.Keys))
 	for _, k := range t.Keys {
 		ids = append(ids, k.ID)
 	}
-	used, err := s.sources.store.LastUsed(r.Context(), ids)
+	used, err := s.sources.store.LastUsed(ctx, ids)
 	if err != nil {
-		s.writeStoreError(w, r, id, err)
-		return
+		return nil, s.storeError(ctx, id, err)
 	}
 	for kid, u := range s.tenants.Load().Used(0) {
 		if prev, ok := used[kid]; !ok || u.At.After(prev) {
@@ -171,27 +192,31 @@ func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, kj)
 	}
-	writeJSON(w, map[string]any{"keys": out})
+	return out, nil
 }
 
 // handleRevokeKey revokes a key: 401 here at once, everywhere within a
 // second.
 func (s *Server) handleRevokeKey(w http.ResponseWriter, r *http.Request) {
 	id, keyID := chi.URLParam(r, "id"), chi.URLParam(r, "key_id")
-	if _, ok := s.fileTenant(id); ok {
-		writeError(w, errManagedByFile(id))
-		return
-	}
-	if !keyIDPattern.MatchString(keyID) {
-		writeError(w, errInvalidRequest("A key id is key_ and 24 hex digits.", "key_id"))
-		return
-	}
-	if !keying.ValidTenantID(id) {
-		writeError(w, errUnknownTenant(id))
-		return
-	}
-	if _, ok := s.applyChange(w, r, tenantstore.KeyRevoked{Tenant: id, KeyID: keyID}); !ok {
+	if aerr := s.revokeKey(r.Context(), r.RemoteAddr, id, keyID); aerr != nil {
+		writeError(w, aerr)
 		return
 	}
 	writeJSON(w, map[string]any{"id": keyID, "revoked": true})
+}
+
+// revokeKey revokes API tenant id's key keyID.
+func (s *Server) revokeKey(ctx context.Context, remote, id, keyID string) *apiError {
+	if aerr := s.refuseFileTenant(id); aerr != nil {
+		return aerr
+	}
+	if !keyIDPattern.MatchString(keyID) {
+		return errInvalidRequest("A key id is key_ and 24 hex digits.", "key_id")
+	}
+	if !keying.ValidTenantID(id) {
+		return errUnknownTenant(id)
+	}
+	_, aerr := s.apply(ctx, tenantstore.KeyRevoked{Tenant: id, KeyID: keyID}, remote)
+	return aerr
 }

@@ -259,7 +259,25 @@ func apiTenantJSON(t tenantstore.Tenant) tenantJSON {
 // handleListTenants answers every tenant, the file's and the store's, from
 // this instance's copy (it answers while the store is down).
 func (s *Server) handleListTenants(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, map[string]any{"tenants": s.listTenants()})
+}
+
+// handleGetTenant answers one tenant; an API tenant is read from the store
+// so the answer is its latest version.
+func (s *Server) handleGetTenant(w http.ResponseWriter, r *http.Request) {
+	t, aerr := s.getTenant(r.Context(), chi.URLParam(r, "id"))
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	writeJSON(w, t)
+}
+
+// listTenants is every tenant, the file's and the store's, from this
+// instance's copy (it answers while the store is down).
+func (s *Server) listTenants() []tenantJSON {
 	s.sources.mu.Lock()
+	defer s.sources.mu.Unlock()
 	reg := s.tenants.Load()
 	out := []tenantJSON{}
 	for _, id := range reg.IDs() {
@@ -269,24 +287,20 @@ func (s *Server) handleListTenants(w http.ResponseWriter, _ *http.Request) {
 			out = append(out, apiTenantJSON(a.rec))
 		}
 	}
-	s.sources.mu.Unlock()
-	writeJSON(w, map[string]any{"tenants": out})
+	return out
 }
 
-// handleGetTenant answers one tenant; an API tenant is read from the store
-// so the answer is its latest version.
-func (s *Server) handleGetTenant(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
+// getTenant is one tenant: a file tenant from the file, an API tenant
+// from the store (its latest version).
+func (s *Server) getTenant(ctx context.Context, id string) (tenantJSON, *apiError) {
 	if spec, ok := s.fileTenant(id); ok {
-		writeJSON(w, fileTenantJSON(spec))
-		return
+		return fileTenantJSON(spec), nil
 	}
-	t, err := s.storeGet(r.Context(), id)
+	t, err := s.storeGet(ctx, id)
 	if err != nil {
-		s.writeStoreError(w, r, id, err)
-		return
+		return tenantJSON{}, s.storeError(ctx, id, err)
 	}
-	writeJSON(w, apiTenantJSON(t))
+	return apiTenantJSON(t), nil
 }
 
 func (s *Server) fileTenant(id string) (tenant.Spec, bool) {
@@ -313,32 +327,40 @@ func (s *Server) handleCreateTenant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	var id string
-	if raw, ok := fields["id"]; !ok || json.Unmarshal(raw, &id) != nil || !keying.ValidTenantID(id) {
-		writeError(w, errInvalidRequest("The tenant needs an \"id\" matching [a-z0-9_-]{1,64}.", "id"))
-		return
-	}
-	delete(fields, "id")
-	policy, err := json.Marshal(fields)
-	if err != nil {
-		writeError(w, errInternal)
-		return
-	}
-	if _, ok := s.fileTenant(id); ok {
-		writeError(w, errManagedByFile(id))
-		return
-	}
-	if _, err := s.sources.parsePolicy(policy); err != nil {
-		writeError(w, statusOfStore(err, id))
-		return
-	}
-	t, ok := s.applyChange(w, r, tenantstore.TenantCreated{ID: id, Policy: policy})
-	if !ok {
+	t, aerr := s.createTenant(r.Context(), r.RemoteAddr, fields)
+	if aerr != nil {
+		writeError(w, aerr)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(apiTenantJSON(t))
+}
+
+// createTenant creates an API tenant from fields: "id" and any policy
+// field of the tenants file. remote is who asked, for the audit trail.
+func (s *Server) createTenant(ctx context.Context, remote string, fields map[string]json.RawMessage) (tenantstore.Tenant, *apiError) {
+	var id string
+	if raw, ok := fields["id"]; !ok || json.Unmarshal(raw, &id) != nil || !keying.ValidTenantID(id) {
+		return tenantstore.Tenant{}, errInvalidRequest("The tenant needs an \"id\" matching [a-z0-9_-]{1,64}.", "id")
+	}
+	rest := make(map[string]json.RawMessage, len(fields))
+	for k, v := range fields {
+		if k != "id" {
+			rest[k] = v
+		}
+	}
+	policy, err := json.Marshal(rest)
+	if err != nil {
+		return tenantstore.Tenant{}, errInternal
+	}
+	if _, ok := s.fileTenant(id); ok {
+		return tenantstore.Tenant{}, errManagedByFile(id)
+	}
+	if _, err := s.sources.parsePolicy(policy); err != nil {
+		return tenantstore.Tenant{}, statusOfStore(err, id)
+	}
+	return s.apply(ctx, tenantstore.TenantCreated{ID: id, Policy: policy}, remote)
 }
 
 func (ts *tenantSources) parsePolicy(doc []byte) (tenant.Policy, error) {
@@ -353,11 +375,19 @@ func (ts *tenantSources) parsePolicy(doc []byte) (tenant.Policy, error) {
 // tenant_managed_by_file), as the file is where it is managed.
 func (s *Server) apiTenantID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := chi.URLParam(r, "id")
-	if _, ok := s.fileTenant(id); ok {
-		writeError(w, errManagedByFile(id))
+	if aerr := s.refuseFileTenant(id); aerr != nil {
+		writeError(w, aerr)
 		return "", false
 	}
 	return id, true
+}
+
+// refuseFileTenant refuses a change to a tenant of the tenants file.
+func (s *Server) refuseFileTenant(id string) *apiError {
+	if _, ok := s.fileTenant(id); ok {
+		return errManagedByFile(id)
+	}
+	return nil
 }
 
 // handlePatchTenant applies a JSON merge patch to an API tenant's policy,
@@ -372,28 +402,34 @@ func (s *Server) handlePatchTenant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	if _, ok := fields["id"]; ok {
-		writeError(w, errInvalidRequest("A tenant's id cannot be changed; create a new tenant instead.", "id"))
+	t, aerr := s.patchTenant(r.Context(), r.RemoteAddr, id, fields)
+	if aerr != nil {
+		writeError(w, aerr)
 		return
+	}
+	writeJSON(w, apiTenantJSON(t))
+}
+
+// patchTenant applies the merge patch fields to API tenant id's policy.
+func (s *Server) patchTenant(ctx context.Context, remote, id string, fields map[string]json.RawMessage) (tenantstore.Tenant, *apiError) {
+	if aerr := s.refuseFileTenant(id); aerr != nil {
+		return tenantstore.Tenant{}, aerr
+	}
+	if _, ok := fields["id"]; ok {
+		return tenantstore.Tenant{}, errInvalidRequest("A tenant's id cannot be changed; create a new tenant instead.", "id")
 	}
 	patch, err := json.Marshal(fields)
 	if err != nil {
-		writeError(w, errInternal)
-		return
+		return tenantstore.Tenant{}, errInternal
 	}
 	if !keying.ValidTenantID(id) {
-		writeError(w, errUnknownTenant(id))
-		return
+		return tenantstore.Tenant{}, errUnknownTenant(id)
 	}
 	check := func(doc json.RawMessage) error {
 		_, err := s.sources.parsePolicy(doc)
 		return err
 	}
-	t, ok := s.applyChange(w, r, tenantstore.TenantUpdated{ID: id, Patch: patch, Check: check})
-	if !ok {
-		return
-	}
-	writeJSON(w, apiTenantJSON(t))
+	return s.apply(ctx, tenantstore.TenantUpdated{ID: id, Patch: patch, Check: check}, remote)
 }
 
 // handleDeleteTenant removes an API tenant: its keys stop working here at
@@ -404,40 +440,49 @@ func (s *Server) handleDeleteTenant(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !keying.ValidTenantID(id) {
-		writeError(w, errUnknownTenant(id))
+	out, aerr := s.deleteTenant(r.Context(), r.RemoteAddr, id)
+	if aerr != nil {
+		writeError(w, aerr)
 		return
-	}
-	if _, ok := s.applyChange(w, r, tenantstore.TenantDeleted{ID: id}); !ok {
-		return
-	}
-	out := map[string]any{"id": id, "deleted": true}
-	if n, err := s.purgeTenant(r.Context(), id); err != nil {
-		// The tenant is gone (its keys no longer work); only its entries
-		// linger until their TTL. Said in the answer and the log.
-		recordFrom(r.Context()).err = err.Error()
-		out["cache_purged"] = false
-	} else {
-		out["cache_purged"], out["purged"] = true, n
 	}
 	writeJSON(w, out)
 }
 
-// applyChange is the one place an admin change is made: applied to the
-// store (which audits and announces it), applied to this instance's copy,
-// and logged as msg=admin. A refusal is written to w and ok is false.
-func (s *Server) applyChange(w http.ResponseWriter, r *http.Request, c tenantstore.Change) (_ tenantstore.Tenant, ok bool) {
-	if s.sources.store == nil {
-		writeError(w, statusOfStore(errNoTenantStore, ""))
-		return tenantstore.Tenant{}, false
+// deleteTenant removes API tenant id and purges its cache; the answer
+// says whether the purge completed.
+func (s *Server) deleteTenant(ctx context.Context, remote, id string) (map[string]any, *apiError) {
+	if aerr := s.refuseFileTenant(id); aerr != nil {
+		return nil, aerr
 	}
-	t, ev, err := s.sources.store.Apply(r.Context(), c, tenantstore.Meta{Time: s.now(), Remote: r.RemoteAddr})
+	if !keying.ValidTenantID(id) {
+		return nil, errUnknownTenant(id)
+	}
+	if _, aerr := s.apply(ctx, tenantstore.TenantDeleted{ID: id}, remote); aerr != nil {
+		return nil, aerr
+	}
+	out := map[string]any{"id": id, "deleted": true}
+	if n, err := s.purgeTenant(ctx, id); err != nil {
+		// The tenant is gone (its keys no longer work); only its entries
+		// linger until their TTL. Said in the answer and the log.
+		recordFrom(ctx).err = err.Error()
+		out["cache_purged"] = false
+	} else {
+		out["cache_purged"], out["purged"] = true, n
+	}
+	return out, nil
+}
+
+// apply is the one place an admin change is made, whether it came from
+// the JSON API or the console: applied to the store (which audits and
+// announces it), applied to this instance's copy, and logged as
+// msg=admin. remote is the address it came from.
+func (s *Server) apply(ctx context.Context, c tenantstore.Change, remote string) (tenantstore.Tenant, *apiError) {
+	if s.sources.store == nil {
+		return tenantstore.Tenant{}, statusOfStore(errNoTenantStore, "")
+	}
+	t, ev, err := s.sources.store.Apply(ctx, c, tenantstore.Meta{Time: s.now(), Remote: remote})
 	if err != nil {
-		if !isRefusal(err) {
-			recordFrom(r.Context()).err = err.Error()
-		}
-		writeError(w, statusOfStore(err, changeTenant(c)))
-		return tenantstore.Tenant{}, false
+		return tenantstore.Tenant{}, s.storeError(ctx, changeTenant(c), err)
 	}
 	if ev.Action == tenantstore.ActionTenantDeleted {
 		s.setAPITenant(t.ID, nil, ev.Revision)
@@ -448,9 +493,9 @@ func (s *Server) applyChange(w http.ResponseWriter, r *http.Request, c tenantsto
 	if ev.KeyID != "" {
 		attrs = append(attrs, slog.String("key_id", ev.KeyID))
 	}
-	attrs = append(attrs, slog.String("remote_addr", ev.Remote), slog.String("request_id", requestIDFrom(r.Context())))
+	attrs = append(attrs, slog.String("remote_addr", ev.Remote), slog.String("request_id", requestIDFrom(ctx)))
 	s.log.Info("admin", attrs...)
-	return t, true
+	return t, nil
 }
 
 func changeTenant(c tenantstore.Change) string {
@@ -476,10 +521,16 @@ func isRefusal(err error) bool {
 }
 
 func (s *Server) writeStoreError(w http.ResponseWriter, r *http.Request, id string, err error) {
+	writeError(w, s.storeError(r.Context(), id, err))
+}
+
+// storeError is the answer to a store error about tenant id; a failure
+// (not a refusal) is noted on the request's log line.
+func (s *Server) storeError(ctx context.Context, id string, err error) *apiError {
 	if !isRefusal(err) {
-		recordFrom(r.Context()).err = err.Error()
+		recordFrom(ctx).err = err.Error()
 	}
-	writeError(w, statusOfStore(err, id))
+	return statusOfStore(err, id)
 }
 
 // readAdminObject reads an admin change's body: one JSON object of at

@@ -61,6 +61,7 @@ var ownErrors = []struct {
 	{"errBatchInputUnchecked", errBatchInputUnchecked, false},
 	{"errAdminAuth", errAdminAuth, false},
 	{"errPurgeFailed", errPurgeFailed, true},
+	{"errUsageUnavailable", errUsageUnavailable, true},
 	{"errUnknownTenant", errUnknownTenant("nobody"), false},
 	{"errNoSuchObject", errNoSuchObject("file-x"), false},
 	{"errStoredObjectsDisabled", errStoredObjectsDisabled, false},

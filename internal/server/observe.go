@@ -13,6 +13,7 @@ func (s *Server) observe(rec *logRecord, status int, d time.Duration) {
 	if rec.tenant == "" {
 		return
 	}
+	s.hour.add(s.now(), rec.cache)
 	endpoint := rec.endpoint
 	if endpoint == "" {
 		endpoint = "proxy"

@@ -137,6 +137,9 @@ type Options struct {
 	// with the tenants file's parser, so a new policy field reaches the
 	// admin API with no change here.
 	ParsePolicy func(doc []byte) (tenant.Policy, error)
+	// Console configures the web console at /console/, on whenever
+	// AdminToken is set.
+	Console ConsoleOptions
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -194,6 +197,7 @@ type Server struct {
 	tracer     trace.Tracer
 	tracing    bool // Options.Tracing was set
 	now        func() time.Time
+	hour       hourRing        // this instance's last hour of requests by outcome, for the console
 	stopped    context.Context // ends at Stop: open streams end with their error event
 	stopNow    context.CancelFunc
 }
@@ -296,7 +300,11 @@ func New(o Options) (*Server, error) {
 		return nil, errors.New("server: ParsePolicy is required with TenantStore")
 	}
 	s.tenants.Store(o.Tenants)
-	s.handler = s.routes()
+	h, err := s.routes(o.Console)
+	if err != nil {
+		return nil, err
+	}
+	s.handler = h
 	return s, nil
 }
 
@@ -347,7 +355,7 @@ func chain(h http.Handler, mws []func(http.Handler) http.Handler) http.Handler {
 	return h
 }
 
-func (s *Server) routes() http.Handler {
+func (s *Server) routes(co ConsoleOptions) (http.Handler, error) {
 	r := chi.NewRouter()
 	// The edge and /v1 middleware, listed once: chi runs them for every
 	// route, and the direct model routes (ServeHTTP) are wrapped in the
@@ -370,6 +378,9 @@ func (s *Server) routes() http.Handler {
 	}
 	if s.adminToken != "" {
 		r.Route("/admin", s.adminRoutes)
+		if err := s.consoleRoutes(r, co); err != nil {
+			return nil, err
+		}
 	}
 
 	r.Route("/v1", func(r chi.Router) {
@@ -388,7 +399,7 @@ func (s *Server) routes() http.Handler {
 		r.HandleFunc("/*", s.handleProxy)
 		r.MethodNotAllowed(s.handleProxy)
 	})
-	return r
+	return r, nil
 }
 
 // RedisHealthy reports whether Redis answered the last time it was asked

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/csv"
 	"net/http"
 	"strconv"
@@ -54,17 +55,10 @@ func usageDay(r *http.Request, name string) (time.Time, *apiError) {
 }
 
 func (s *Server) writeUsageDays(w http.ResponseWriter, r *http.Request, from, to time.Time) {
-	rows, err := s.usage.Days(r.Context(), s.tenants.Load().IDs(), from, to)
-	if err != nil {
-		recordFrom(r.Context()).err = err.Error()
-		writeError(w, serverError(http.StatusServiceUnavailable, "usage_unavailable", "Usage counters are unavailable right now (Redis unreachable)."))
+	out, aerr := s.usageDays(r.Context(), from, to)
+	if aerr != nil {
+		writeError(w, aerr)
 		return
-	}
-	out := make([]dayRowJSON, len(rows))
-	for i, row := range rows {
-		c := row.ModelCounters
-		out[i] = dayRowJSON{row.Tenant, row.Day, row.Model, modelUsageJSON{c.Requests, c.UpstreamCalls, c.InputTokens, c.OutputTokens,
-			spend.Nanodollars(c.CostNanos), spend.Nanodollars(c.SavedNanos)}}
 	}
 	if !strings.Contains(r.Header.Get("Accept"), "text/csv") {
 		writeJSON(w, struct {
@@ -82,4 +76,21 @@ func (s *Server) writeUsageDays(w http.ResponseWriter, r *http.Request, from, to
 		_ = cw.Write([]string{row.Tenant, row.Day, row.Model, n(row.Requests), n(row.UpstreamCalls), n(row.InputTokens), n(row.OutputTokens), row.CostUSD.USD(), row.SavedUSD.USD()})
 	}
 	cw.Flush()
+}
+
+// usageDays is every tenant's rows from from to to (UTC days, inclusive),
+// summed across instances.
+func (s *Server) usageDays(ctx context.Context, from, to time.Time) ([]dayRowJSON, *apiError) {
+	rows, err := s.usage.Days(ctx, s.tenants.Load().IDs(), from, to)
+	if err != nil {
+		recordFrom(ctx).err = err.Error()
+		return nil, errUsageUnavailable
+	}
+	out := make([]dayRowJSON, len(rows))
+	for i, row := range rows {
+		c := row.ModelCounters
+		out[i] = dayRowJSON{row.Tenant, row.Day, row.Model, modelUsageJSON{c.Requests, c.UpstreamCalls, c.InputTokens, c.OutputTokens,
+			spend.Nanodollars(c.CostNanos), spend.Nanodollars(c.SavedNanos)}}
+	}
+	return out, nil
 }

@@ -1,0 +1,277 @@
+// Package console is Corral's web console, GET /console/: server-rendered
+// pages for the people who run the gateway (an overview of what the cache
+// saved, the tenants and their keys, the upstreams' health, the audit
+// trail), behind a sign-in with the admin token.
+//
+// Safety is by construction. Pages are html/template, whose contextual
+// auto-escaping is the XSS defence: every tenant id, key name and model
+// name reaches a page as data, never as template.HTML, so what a client
+// chose is shown as text. The assets are embedded (no CDN, works
+// air-gapped) and every response carries Content-Security-Policy:
+// default-src 'self' with no inline script or style, X-Frame-Options:
+// DENY and nosniff. Every state change is a POST whose Origin (or, absent,
+// Referer) must be the console's own; the SameSite=Strict session cookie
+// alone never suffices.
+//
+// The console keeps no logic of its own about tenants, keys or usage: it
+// calls Backend, which internal/server implements with the functions its
+// admin JSON handlers use.
+package console
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+)
+
+//go:embed assets
+var assetFS embed.FS
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+// Prefix is where the console is mounted.
+const Prefix = "/console"
+
+// Options configure a console.
+type Options struct {
+	// Backend is the gateway. Required.
+	Backend Backend
+	// AdminToken signs visitors in and keys their session cookies.
+	// Required: without it there is no console.
+	AdminToken string
+	// SecureCookie marks the session cookie Secure even on a plain HTTP
+	// request, for a gateway behind a TLS-terminating proxy
+	// (CORRAL_CONSOLE_SECURE_COOKIE); a TLS request always gets it.
+	SecureCookie bool
+	// Revocations holds signed-out sessions: Redis when distributed.
+	// Default: in memory (embedded mode, one instance).
+	Revocations Revocations
+	// Logger receives the console's errors. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Console serves the console's pages.
+type Console struct {
+	b        Backend
+	tokenSum [sha256.Size]byte
+	secure   bool
+	sess     sessions
+	log      *slog.Logger
+	now      func() time.Time
+	pages    map[string]*template.Template
+	handler  http.Handler
+}
+
+// New builds a console. It panics on templates that do not parse, a
+// programmer's error caught by any test.
+func New(o Options) (*Console, error) {
+	if o.Backend == nil || o.AdminToken == "" {
+		return nil, errors.New("console: Backend and AdminToken are required")
+	}
+	c := &Console{
+		b:        o.Backend,
+		tokenSum: sha256.Sum256([]byte(o.AdminToken)),
+		secure:   o.SecureCookie,
+		log:      cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
+		now:      o.Now,
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	rev := o.Revocations
+	if rev == nil {
+		rev = NewMemoryRevocations(c.now)
+	}
+	c.sess = sessions{key: sessionKey(o.AdminToken), revoked: rev, now: c.now}
+	c.pages = parsePages()
+	c.handler = c.routes()
+	return c, nil
+}
+
+// ServeHTTP implements http.Handler for paths under Prefix.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// routes are the console's, by their full paths (Prefix included), so
+// the console serves the same under any mux that hands it /console/*.
+func (c *Console) routes() http.Handler {
+	root := chi.NewRouter()
+	root.Use(securityHeaders)
+	notFound := func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusNotFound, "There is no such page.")
+	}
+	root.NotFound(notFound)
+	root.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusMethodNotAllowed, "That method is not allowed here.")
+	})
+	root.Get(Prefix, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, Prefix+"/", http.StatusFound) })
+	root.Route(Prefix, func(r chi.Router) {
+		r.NotFound(notFound)
+		sub, _ := fs.Sub(assetFS, "assets")
+		assets := http.StripPrefix(Prefix+"/assets/", http.FileServerFS(sub))
+		r.Get("/assets/*", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Cache-Control", "no-cache")
+			assets.ServeHTTP(w, r)
+		})
+		r.Get("/login", c.handleLoginPage)
+		r.With(c.sameOrigin).Post("/login", c.handleLogin)
+		r.Group(func(r chi.Router) {
+			r.Use(c.signedIn)
+			r.Get("/", c.handleOverview)
+			r.Get("/live", c.handleLive)
+			r.Get("/tenants", c.handleTenants)
+			r.Get("/tenants/{id}", c.handleTenant)
+			r.Get("/upstreams", c.handleUpstreams)
+			r.Get("/audit", c.handleAudit)
+			r.Group(func(r chi.Router) {
+				r.Use(c.sameOrigin)
+				r.Post("/logout", c.handleLogout)
+				r.Post("/tenants", c.handleCreateTenant)
+				r.Post("/tenants/{id}/policy", c.handlePatchTenant)
+				r.Post("/tenants/{id}/delete", c.handleDeleteTenant)
+				r.Post("/tenants/{id}/keys", c.handleCreateKey)
+				r.Post("/tenants/{id}/keys/{key_id}/revoke", c.handleRevokeKey)
+				r.Post("/tenants/{id}/purge", c.handlePurge)
+			})
+		})
+	})
+	// A mux that hands the console its requests (the server's router)
+	// leaves its own route context on them; the console routes afresh.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		root.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, nil)))
+	})
+}
+
+// securityHeaders sets the headers every console response carries: the
+// CSP forbids inline script and style and any other origin; the page may
+// not be framed; nothing is cached (pages show live figures and, once,
+// a new key).
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// sameOrigin refuses a state change whose Origin (or, when the browser
+// sent none, Referer) is not this console's own scheme://host: a request
+// another site made the browser send, cookie and all.
+func (c *Console) sameOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !c.fromHere(r) {
+			c.fail(w, r, http.StatusForbidden, "Refused: this change did not come from the console's own pages (its Origin is another site's, or missing). Nothing was changed.")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (c *Console) fromHere(r *http.Request) bool {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	// Behind a TLS-terminating proxy the browser says https while this
+	// request is plain HTTP; SecureCookie says that is the setup. Hosts
+	// compare without case, as browsers lower-case them.
+	same := func(o string) bool {
+		return strings.EqualFold(o, scheme+"://"+r.Host) || (c.secure && strings.EqualFold(o, "https://"+r.Host))
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		return same(o)
+	}
+	ref, err := url.Parse(r.Header.Get("Referer"))
+	if err != nil || ref.Host == "" {
+		return false
+	}
+	return same(ref.Scheme + "://" + ref.Host)
+}
+
+// sessionKeyType keys the signed-in session in a request's context.
+type sessionKeyType struct{}
+
+type session struct {
+	id  string
+	exp time.Time
+}
+
+// signedIn lets a request with a valid session through; a page asked for
+// without one redirects to the sign-in page, anything else is 401.
+func (c *Console) signedIn(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ck, err := r.Cookie(CookieName)
+		var id string
+		var exp time.Time
+		if err == nil {
+			id, exp, err = c.sess.check(r.Context(), ck.Value)
+		}
+		if err != nil && !errors.Is(err, errNoSession) && !errors.Is(err, http.ErrNoCookie) {
+			c.log.Error("console: sessions unreadable", slog.String("error", err.Error()))
+			c.fail(w, r, http.StatusServiceUnavailable, "Sessions cannot be checked right now (Redis unreachable); sign-in works again when it is back.")
+			return
+		}
+		if err != nil {
+			if r.Method == http.MethodGet && r.URL.Path != Prefix+"/live" {
+				http.Redirect(w, r, Prefix+"/login", http.StatusSeeOther)
+				return
+			}
+			c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "Your session has ended; sign in again."})
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKeyType{}, session{id, exp})))
+	})
+}
+
+func (c *Console) handleLoginPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "login", page{Title: "Sign in"})
+}
+
+// handleLogin exchanges the admin token for a session cookie. The token
+// is compared in constant time, as digests, like the admin API's bearer.
+func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	got := sha256.Sum256([]byte(r.PostFormValue("token")))
+	if subtle.ConstantTimeCompare(got[:], c.tokenSum[:]) != 1 {
+		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "That is not the admin token (CORRAL_ADMIN_TOKEN). Try again."})
+		return
+	}
+	value, exp := c.sess.issue()
+	http.SetCookie(w, &http.Cookie{
+		Name: CookieName, Value: value, Path: Prefix + "/", MaxAge: int(SessionTTL.Seconds()), Expires: exp,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure || r.TLS != nil,
+	})
+	http.Redirect(w, r, Prefix+"/", http.StatusSeeOther)
+}
+
+// handleLogout revokes the session on every instance and clears the
+// cookie.
+func (c *Console) handleLogout(w http.ResponseWriter, r *http.Request) {
+	s, _ := r.Context().Value(sessionKeyType{}).(session)
+	if err := c.sess.revoked.Revoke(r.Context(), s.id, s.exp); err != nil {
+		c.log.Error("console: sign-out not recorded", slog.String("error", err.Error()))
+		c.fail(w, r, http.StatusServiceUnavailable, "Sign-out could not be recorded (Redis unreachable); the session still works. Retry.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: Prefix + "/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure || r.TLS != nil})
+	c.render(w, r, http.StatusOK, "login", page{Title: "Sign in", Flash: "Signed out."})
+}
