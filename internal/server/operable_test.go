@@ -264,8 +264,8 @@ func TestUsageAddsUpAcrossInstances(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &got); code != 200 || err != nil {
 		t.Fatalf("usage = %d %s", code, body)
 	}
-	if got.Tenant != "acme" || got.Requests != 3 || got.Hits != 1 || got.Bypass != 1 || got.UpstreamCalls != 2 || got.Tokens != 5 || got.TokensSaved != 5 {
-		t.Errorf("usage = %+v; want 3 requests, 1 hit, 1 bypass, 2 upstream calls, 5 tokens used and 5 saved", got)
+	if got.Tenant != "acme" || got.Requests != 3 || got.Hits != 1 || got.Bypass != 1 || got.UpstreamCalls != 2 || got.Tokens != 10 || got.TokensSaved != 5 {
+		t.Errorf("usage = %+v; want 3 requests, 1 hit, 1 bypass, 2 upstream calls, 10 tokens used (the MISS's and the BYPASS's) and 5 saved", got)
 	}
 }
 
