@@ -206,8 +206,9 @@ func repeat(c Call, n int) []Call {
 	return out
 }
 
-func TestAbandonedProbeFreesTheSlot(t *testing.T) {
-	c := &clock{t: time.Unix(1000, 0)}
+// halfOpen is a one-member pool on clock c whose circuit has just turned
+// half-open: opened by FailuresToOpen failures, then OpenFor later.
+func halfOpen(c *clock) (*Member, *Pool) {
 	m := &Member{Name: "a", API: "openai", Weight: 1}
 	p := New([]*Member{m}, Options{Now: c.now, Seed: 1})
 	for range FailuresToOpen {
@@ -215,6 +216,12 @@ func TestAbandonedProbeFreesTheSlot(t *testing.T) {
 		p.Record(m, Call{Outcome: Failure})
 	}
 	c.advance(OpenFor)
+	return m, p
+}
+
+func TestAbandonedProbeFreesTheSlot(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	m, p := halfOpen(c)
 	p.Acquire(m)
 	p.Record(m, Call{Outcome: Abandoned})
 	if !p.Acquire(m) {
@@ -228,13 +235,7 @@ func TestAbandonedProbeFreesTheSlot(t *testing.T) {
 // the cooldown ends, a second probe is not admitted beside the first.
 func TestPinnedCooldownKeepsTheProbe(t *testing.T) {
 	c := &clock{t: time.Unix(1000, 0)}
-	m := &Member{Name: "a", API: "openai", Weight: 1}
-	p := New([]*Member{m}, Options{Now: c.now, Seed: 1})
-	for range FailuresToOpen {
-		p.Acquire(m)
-		p.Record(m, Call{Outcome: Failure})
-	}
-	c.advance(OpenFor)
+	m, p := halfOpen(c)
 	if !p.Acquire(m) { // the probe goes out
 		t.Fatal("no probe admitted after OpenFor")
 	}
