@@ -75,6 +75,10 @@ type Console struct {
 	now      func() time.Time
 	pages    map[string]*template.Template
 	handler  http.Handler
+	// reads holds one token per usage read in progress, over every
+	// request (usageReads); usageWait bounds one page's wait for them.
+	reads     chan struct{}
+	usageWait time.Duration
 }
 
 // New builds a console. It panics on templates that do not parse, a
@@ -84,11 +88,13 @@ func New(o Options) (*Console, error) {
 		return nil, errors.New("console: Backend and AdminToken are required")
 	}
 	c := &Console{
-		b:        o.Backend,
-		tokenSum: sha256.Sum256([]byte(o.AdminToken)),
-		secure:   o.SecureCookie,
-		log:      cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
-		now:      o.Now,
+		b:         o.Backend,
+		tokenSum:  sha256.Sum256([]byte(o.AdminToken)),
+		secure:    o.SecureCookie,
+		log:       cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
+		now:       o.Now,
+		reads:     make(chan struct{}, usageReads),
+		usageWait: usageWait,
 	}
 	if c.now == nil {
 		c.now = time.Now

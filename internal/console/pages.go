@@ -162,26 +162,42 @@ func (c *Console) live(r *http.Request) liveData {
 	return d
 }
 
-// usageReads bounds the usage reads one page makes at once: each is a
-// Redis round trip in distributed mode, and a gateway may have thousands
-// of tenants.
+// usageReads bounds the usage reads the console makes at once, over all
+// its pages and visitors together: each is a Redis round trip or two in
+// distributed mode, a gateway may have thousands of tenants, and the
+// Overview refreshes itself every 5 seconds in every open tab.
 const usageReads = 16
+
+// usageWait bounds how long one page waits for its tenants' usage: a
+// tenant not read by then (Redis slow or away, or the reads queued behind
+// other pages') is listed as unavailable rather than holding the page.
+const usageWait = 5 * time.Second
 
 type usageResult struct {
 	u   Usage
 	err error
 }
 
-// usages reads every tenant's usage, usageReads at a time; the results
-// are in ts's order.
+// usages reads every tenant's usage, at most usageReads at a time across
+// the console, for at most c.usageWait; the results are in ts's order.
 func (c *Console) usages(ctx context.Context, ts []Tenant) []usageResult {
+	ctx, cancel := context.WithTimeout(ctx, c.usageWait)
+	defer cancel()
 	out := make([]usageResult, len(ts))
-	sem := make(chan struct{}, usageReads)
 	var wg sync.WaitGroup
 	for i, t := range ts {
-		sem <- struct{}{}
+		if ctx.Err() != nil { // checked first: a slot freed by a read that ended with ctx must not start another
+			out[i].err = ctx.Err()
+			continue
+		}
+		select {
+		case c.reads <- struct{}{}:
+		case <-ctx.Done():
+			out[i].err = ctx.Err()
+			continue
+		}
 		wg.Go(func() {
-			defer func() { <-sem }()
+			defer func() { <-c.reads }()
 			u, err := c.b.Usage(ctx, t.ID)
 			out[i] = usageResult{u, err}
 		})
