@@ -134,7 +134,7 @@ func (c *Console) routes() http.Handler {
 			assets.ServeHTTP(w, r)
 		})
 		r.Get("/login", c.handleLoginPage)
-		r.With(c.sameOrigin).Post("/login", c.handleLogin)
+		r.With(c.sameOrigin, c.form(loginBodyLimit)).Post("/login", c.handleLogin)
 		r.Group(func(r chi.Router) {
 			r.Use(c.signedIn)
 			r.Get("/", c.handleOverview)
@@ -144,7 +144,7 @@ func (c *Console) routes() http.Handler {
 			r.Get("/upstreams", c.handleUpstreams)
 			r.Get("/audit", c.handleAudit)
 			r.Group(func(r chi.Router) {
-				r.Use(c.sameOrigin)
+				r.Use(c.sameOrigin, c.form(formBodyLimit))
 				r.Post("/logout", c.handleLogout)
 				r.Post("/tenants", c.handleCreateTenant)
 				r.Post("/tenants/{id}/policy", c.handlePatchTenant)
@@ -212,6 +212,34 @@ func (c *Console) fromHere(r *http.Request) bool {
 	return same(ref.Scheme + "://" + ref.Host)
 }
 
+// The largest form bodies the console reads: the sign-in's token, and a
+// change's fields (a policy is at most the admin API's 64 KiB).
+const (
+	loginBodyLimit = 16 << 10
+	formBodyLimit  = 64<<10 + 4<<10
+)
+
+// form reads a POST's form body, at most limit bytes, before its handler
+// runs: a body too large or unreadable is refused with nothing changed,
+// never read as an empty form (which would, say, create an unnamed key).
+func (c *Console) form(limit int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			if err := r.ParseForm(); err != nil {
+				var tooBig *http.MaxBytesError
+				if errors.As(err, &tooBig) {
+					c.fail(w, r, http.StatusRequestEntityTooLarge, "Refused: the form is too large. Nothing was changed.")
+					return
+				}
+				c.fail(w, r, http.StatusBadRequest, "Refused: the form could not be read. Nothing was changed.")
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
 // sessionKeyType keys the signed-in session in a request's context.
 type sessionKeyType struct{}
 
@@ -254,7 +282,6 @@ func (c *Console) handleLoginPage(w http.ResponseWriter, r *http.Request) {
 // handleLogin exchanges the admin token for a session cookie. The token
 // is compared in constant time, as digests, like the admin API's bearer.
 func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	got := sha256.Sum256([]byte(r.PostFormValue("token")))
 	if subtle.ConstantTimeCompare(got[:], c.tokenSum[:]) != 1 {
 		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "That is not the admin token (CORRAL_ADMIN_TOKEN). Try again."})

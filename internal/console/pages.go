@@ -253,7 +253,6 @@ func (c *Console) renderTenants(w http.ResponseWriter, r *http.Request, status i
 // handleCreateTenant creates an API tenant from the form: an id and an
 // optional policy (a JSON object of tenants-file fields).
 func (c *Console) handleCreateTenant(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	id := strings.TrimSpace(r.PostFormValue("id"))
 	policy := strings.TrimSpace(r.PostFormValue("policy"))
 	if policy == "" {
@@ -357,7 +356,6 @@ func prettyJSON(raw json.RawMessage) string {
 // success redirects to the page with the notice done.
 func (c *Console) change(w http.ResponseWriter, r *http.Request, done string, do func(id string) error) {
 	id := chi.URLParam(r, "id")
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := do(id); err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Status != http.StatusNotFound {
@@ -393,7 +391,6 @@ func (c *Console) handlePurge(w http.ResponseWriter, r *http.Request) {
 // handleDeleteTenant removes an API tenant, then shows the Tenants page.
 func (c *Console) handleDeleteTenant(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if r.PostFormValue("confirm") != "yes" {
 		c.renderTenant(w, r, http.StatusBadRequest, id, "", "Tick the box to confirm the deletion; nothing was changed.", nil)
 		return
@@ -414,7 +411,6 @@ func (c *Console) handleDeleteTenant(w http.ResponseWriter, r *http.Request) {
 // page (not a redirect: the key is never in a URL or a cookie).
 func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	k, err := c.b.CreateKey(r.Context(), r.RemoteAddr, id, strings.TrimSpace(r.PostFormValue("name")))
 	if err != nil {
 		var e *Error
