@@ -112,6 +112,12 @@ func New(o Options) (*Console, error) {
 // ServeHTTP implements http.Handler for paths under Prefix.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
+// Home redirects to the console, with the headers of every console
+// response: the gateway's GET / when the console is on.
+func (c *Console) Home() http.Handler {
+	return securityHeaders(http.RedirectHandler(Prefix+"/", http.StatusFound))
+}
+
 // routes are the console's, by their full paths (Prefix included), so
 // the console serves the same under any mux that hands it /console/*.
 func (c *Console) routes() http.Handler {

@@ -229,9 +229,7 @@ func (s *Server) consoleRoutes(r interface {
 	}
 	r.Handle(console.Prefix, c)
 	r.Handle(console.Prefix+"/*", c)
-	r.Get("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, console.Prefix+"/", http.StatusFound)
-	})
+	r.Get("/", c.Home().ServeHTTP)
 	return nil
 }
 

@@ -35,8 +35,9 @@ func TestConsoleOnlyWithAdminToken(t *testing.T) {
 		}
 	}
 	on := newHarness(t, withAdmin).bases()[0]
-	if resp := get(on, "/"); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/console/" {
-		t.Errorf("GET / = %d to %q; want 302 to /console/", resp.StatusCode, resp.Header.Get("Location"))
+	if resp := get(on, "/"); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/console/" ||
+		resp.Header.Get("Content-Security-Policy") == "" || resp.Header.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("GET / = %d to %q, headers %v; want 302 to /console/ with the console's CSP and X-Frame-Options", resp.StatusCode, resp.Header.Get("Location"), resp.Header)
 	}
 	if resp := get(on, "/console/"); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login" {
 		t.Errorf("GET /console/ signed out = %d to %q; want 303 to the sign-in", resp.StatusCode, resp.Header.Get("Location"))
