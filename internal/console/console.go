@@ -198,21 +198,22 @@ func (c *Console) sameOrigin(next http.Handler) http.Handler {
 }
 
 func (c *Console) fromHere(r *http.Request) bool {
+	// Behind a TLS-terminating proxy the browser says https while this
+	// request is plain HTTP; SecureCookie says that is the setup, and then
+	// only https is the console's own (a plain-HTTP page on the same host
+	// is another origin, and one a network attacker can write). Hosts
+	// compare without case, as browsers lower-case them; the port is
+	// part of the host and must match too.
 	scheme := "http"
-	if r.TLS != nil {
+	if r.TLS != nil || c.secure {
 		scheme = "https"
 	}
-	// Behind a TLS-terminating proxy the browser says https while this
-	// request is plain HTTP; SecureCookie says that is the setup. Hosts
-	// compare without case, as browsers lower-case them.
-	same := func(o string) bool {
-		return strings.EqualFold(o, scheme+"://"+r.Host) || (c.secure && strings.EqualFold(o, "https://"+r.Host))
-	}
+	same := func(o string) bool { return strings.EqualFold(o, scheme+"://"+r.Host) }
 	if o := r.Header.Get("Origin"); o != "" {
 		return same(o)
 	}
 	ref, err := url.Parse(r.Header.Get("Referer"))
-	if err != nil || ref.Host == "" {
+	if err != nil || ref.Host == "" || ref.User != nil {
 		return false
 	}
 	return same(ref.Scheme + "://" + ref.Host)

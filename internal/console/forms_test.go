@@ -3,6 +3,7 @@ package console
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -57,5 +58,81 @@ func TestOversizedFormsChangeNothing(t *testing.T) {
 	// A malformed form body (a bad escape) is 400, nothing changed.
 	if code, _ := postForm(t, srv.URL, "/console/tenants/acme/keys", ck, form, "name=%zz"); code != http.StatusBadRequest || len(fb.changes) != 0 {
 		t.Errorf("malformed form: %d, changes %v; want 400 and none", code, fb.changes)
+	}
+}
+
+// TestOriginTricks: a change is accepted only from the console's exact
+// origin (scheme, host in any case, port); "null", look-alike hosts,
+// other ports, userinfo and a text/plain body from another site are
+// refused and change nothing. With SecureCookie (TLS at a proxy) only the
+// https origin is the console's.
+func TestOriginTricks(t *testing.T) {
+	srv, fb := newTestConsole(t)
+	_, ck := signIn(t, srv.URL, "tok")
+	host := strings.TrimPrefix(srv.URL, "http://")
+	hostname, port, _ := strings.Cut(host, ":")
+	post := func(origin, referer, ctype string) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/console/tenants/acme/keys", strings.NewReader("name=x"))
+		req.Header.Set("Content-Type", ctype)
+		req.AddCookie(&http.Cookie{Name: CookieName, Value: ck})
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		if referer != "" {
+			req.Header.Set("Referer", referer)
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	const form = "application/x-www-form-urlencoded"
+	for _, tt := range []struct{ name, origin, referer, ctype string }{
+		{"null origin", "null", "", form},
+		{"null origin, own referer", "null", srv.URL + "/console/", form},
+		{"another port", "http://" + hostname + ":1" + port, "", form},
+		{"no port", "http://" + hostname, "", form},
+		{"look-alike host", "http://" + host + ".evil.example", "", form},
+		{"trailing path", srv.URL + "/", "", form},
+		{"https when served plain", "https://" + host, "", form},
+		{"referer with userinfo", "", "http://" + host + "@evil.example/", form},
+		{"referer of another port", "", "http://" + hostname + ":1" + port + "/console/", form},
+		{"text/plain from another site", "http://evil.example", "", "text/plain"},
+	} {
+		if code := post(tt.origin, tt.referer, tt.ctype); code != http.StatusForbidden {
+			t.Errorf("%s: %d; want 403", tt.name, code)
+		}
+	}
+	if len(fb.changes) != 0 {
+		t.Fatalf("changes made: %v", fb.changes)
+	}
+	if code := post("HTTP://"+strings.ToUpper(host), "", form); code != http.StatusCreated {
+		t.Errorf("own origin in capitals: %d; want 201", code)
+	}
+	if code := post("", srv.URL+"/console/tenants/acme", form); code != http.StatusCreated {
+		t.Errorf("own referer, no origin: %d; want 201", code)
+	}
+
+	// Behind a TLS proxy: https is the console's origin, plain http is not.
+	c, err := New(Options{Backend: fb, AdminToken: "tok", SecureCookie: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tls := httptest.NewServer(c)
+	t.Cleanup(tls.Close)
+	for origin, want := range map[string]int{"http://" + strings.TrimPrefix(tls.URL, "http://"): http.StatusForbidden, "https://" + strings.TrimPrefix(tls.URL, "http://"): http.StatusSeeOther} {
+		req, _ := http.NewRequest(http.MethodPost, tls.URL+"/console/login", strings.NewReader("token=tok"))
+		req.Header.Set("Content-Type", form)
+		req.Header.Set("Origin", origin)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("SecureCookie, sign-in from %s: %d; want %d", origin, resp.StatusCode, want)
+		}
 	}
 }
