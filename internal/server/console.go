@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -62,9 +61,8 @@ func policyFields(doc []byte) (map[string]json.RawMessage, *apiError) {
 	if len(doc) > adminBodyLimit {
 		return nil, errAdminTooLarge
 	}
-	var fields map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	if err := dec.Decode(&fields); err != nil || fields == nil || dec.More() {
+	fields, ok := oneObject(doc)
+	if !ok {
 		return nil, errInvalidRequest("The policy must be one JSON object, such as {\"requests_per_minute\": 600}.", "")
 	}
 	return fields, nil

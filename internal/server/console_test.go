@@ -103,3 +103,21 @@ func TestConsoleUsageUnreadable(t *testing.T) {
 		}
 	}
 }
+
+// TestOneObject: an admin body or a console policy is one JSON object and
+// nothing else; a stray closing bracket after it (which Decoder.More
+// let through) is refused.
+func TestOneObject(t *testing.T) {
+	for doc, want := range map[string]bool{
+		`{}`: true, ` {"requests_per_minute": 5} `: true, "{\"a\":1}\n": true,
+		`{}}`: false, `{"requests_per_minute": 5}]`: false, `{} {}`: false, `{} x`: false,
+		`null`: false, `[]`: false, `"x"`: false, `{`: false, ``: false,
+	} {
+		if _, ok := oneObject([]byte(doc)); ok != want {
+			t.Errorf("oneObject(%q) = %v; want %v", doc, ok, want)
+		}
+		if _, aerr := policyFields([]byte(doc)); (aerr == nil) != want {
+			t.Errorf("policyFields(%q) refused = %v; want %v", doc, aerr != nil, !want)
+		}
+	}
+}
