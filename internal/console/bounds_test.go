@@ -132,3 +132,71 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 		}
 	}
 }
+
+// TestTenantPageReadsOwnDays: a tenant's page reads that tenant's days,
+// not every tenant's (30 Redis hashes per tenant in distributed mode).
+func TestTenantPageReadsOwnDays(t *testing.T) {
+	srv, fb := newTestConsole(t)
+	_, ck := signIn(t, srv.URL, "tok")
+	if code, _, _ := get(t, srv.URL, "/console/tenants/acme", ck); code != http.StatusOK {
+		t.Fatalf("tenant page: %d", code)
+	}
+	if n := fb.allDays.Load(); n != 0 {
+		t.Errorf("the tenant page read every tenant's days %d times; want 0", n)
+	}
+}
+
+// daysGated is fakeBackend whose every-tenant days read waits for a
+// gate, counting how many run at once.
+type daysGated struct {
+	*fakeBackend
+	gate    chan struct{}
+	running atomic.Int64
+	peak    atomic.Int64
+}
+
+func (d *daysGated) UsageDays(ctx context.Context, _, _ time.Time) ([]DayRow, error) {
+	n := d.running.Add(1)
+	defer d.running.Add(-1)
+	for p := d.peak.Load(); n > p && !d.peak.CompareAndSwap(p, n); p = d.peak.Load() {
+	}
+	select {
+	case <-d.gate:
+		return nil, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// TestDaysReadShared: Overviews refreshing at once in several tabs make
+// one read of every tenant's days at a time, not one each.
+func TestDaysReadShared(t *testing.T) {
+	d := &daysGated{fakeBackend: &fakeBackend{tenants: []Tenant{{ID: "acme", Source: "api"}}}, gate: make(chan struct{})}
+	c, err := New(Options{Backend: d, AdminToken: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	_, ck := signIn(t, srv.URL, "tok")
+	var wg sync.WaitGroup
+	codes := make([]int, 4)
+	for i := range codes {
+		wg.Go(func() { codes[i], _, _ = get(t, srv.URL, "/console/live", ck) })
+	}
+	waitFor(t, 10*time.Second, func() bool { return d.running.Load() >= 1 })
+	over := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(over) && d.running.Load() <= 1 {
+		time.Sleep(time.Millisecond)
+	}
+	close(d.gate)
+	wg.Wait()
+	if p := d.peak.Load(); p != 1 {
+		t.Errorf("%d reads of every tenant's days ran at once for 4 Overviews; want 1", p)
+	}
+	for i, code := range codes {
+		if code != http.StatusOK {
+			t.Errorf("Overview %d: %d", i, code)
+		}
+	}
+}

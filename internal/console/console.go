@@ -79,6 +79,7 @@ type Console struct {
 	// request (usageReads); usageWait bounds one page's wait for them.
 	reads     chan struct{}
 	usageWait time.Duration
+	days      sharedDays // the Overview's and Tenants page's read of every tenant's days
 }
 
 // New builds a console. It panics on templates that do not parse, a

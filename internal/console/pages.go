@@ -144,7 +144,7 @@ func (c *Console) live(r *http.Request) liveData {
 		sum(&d.Totals.Usage, r.u)
 	}
 	today := d.Now.Truncate(24 * time.Hour)
-	rows, err := c.b.UsageDays(ctx, today.AddDate(0, 0, -29), today)
+	rows, err := c.usageDays(ctx, today.AddDate(0, 0, -29), today)
 	if err != nil {
 		d.Missing = append(d.Missing, "usage days")
 	}
@@ -233,7 +233,7 @@ func (c *Console) handleTenants(w http.ResponseWriter, r *http.Request) {
 func (c *Console) renderTenants(w http.ResponseWriter, r *http.Request, status int, flash, errMsg string) {
 	ctx := r.Context()
 	today := c.now().UTC().Truncate(24 * time.Hour)
-	rows, _ := c.b.UsageDays(ctx, today, today)
+	rows, _ := c.usageDays(ctx, today, today)
 	byTenant := map[string]int64{}
 	for _, row := range rows {
 		byTenant[row.Tenant] += row.Requests
@@ -324,7 +324,7 @@ func (c *Console) renderTenant(w http.ResponseWriter, r *http.Request, status in
 	}
 	slices.SortFunc(p.Models, func(a, b modelRow) int { return strings.Compare(a.Name, b.Name) })
 	today := c.now().UTC().Truncate(24 * time.Hour)
-	if rows, err := c.b.UsageDays(ctx, today.AddDate(0, 0, -29), today); err == nil {
+	if rows, err := c.b.TenantDays(ctx, id, today.AddDate(0, 0, -29), today); err == nil {
 		for _, row := range rows {
 			if row.Tenant == id {
 				p.Days = append(p.Days, row)

@@ -177,6 +177,23 @@ func (b consoleBackend) UsageDays(ctx context.Context, from, to time.Time) ([]co
 	return out, nil
 }
 
+func (b consoleBackend) TenantDays(ctx context.Context, id string, from, to time.Time) ([]console.DayRow, error) {
+	if _, ok := b.s.tenants.Load().Get(id); !ok {
+		return nil, refusal(errUnknownTenant(id))
+	}
+	rows, err := b.s.usage.Days(ctx, []string{id}, from, to)
+	if err != nil {
+		return nil, refusal(errUsageUnavailable)
+	}
+	out := make([]console.DayRow, len(rows))
+	for i, r := range rows {
+		c := r.ModelCounters
+		out[i] = console.DayRow{Tenant: r.Tenant, Day: r.Day, Model: r.Model, ModelUsage: console.ModelUsage{Requests: c.Requests,
+			UpstreamCalls: c.UpstreamCalls, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CostNanos: c.CostNanos, SavedNanos: c.SavedNanos}}
+	}
+	return out, nil
+}
+
 func (b consoleBackend) Audit(ctx context.Context, limit int) ([]console.AuditEvent, error) {
 	evs, aerr := b.s.auditEvents(ctx, limit)
 	if aerr != nil {
