@@ -131,7 +131,6 @@ func (c *Console) routes() http.Handler {
 	root.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusMethodNotAllowed, "That method is not allowed here.")
 	})
-	root.Get(Prefix, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, Prefix+"/", http.StatusFound) })
 	root.Route(Prefix, func(r chi.Router) {
 		r.NotFound(notFound)
 		sub, _ := fs.Sub(assetFS, "assets")
@@ -164,7 +163,15 @@ func (c *Console) routes() http.Handler {
 	})
 	// A mux that hands the console its requests (the server's router)
 	// leaves its own route context on them; the console routes afresh.
+	// Prefix without its slash is redirected here: chi's Route would hand
+	// it to the sub-router as "/", the Overview, where the cookie (Path
+	// /console/) is never sent, so a signed-in visitor met the sign-in.
+	home := c.Home()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == Prefix {
+			home.ServeHTTP(w, r)
+			return
+		}
 		root.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, nil)))
 	})
 }

@@ -136,3 +136,43 @@ func TestOriginTricks(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadersOnEveryResponse: redirects, refusals, 405s, 413s and the
+// signed-out answers carry the CSP and X-Frame-Options too, not only the
+// pages.
+func TestHeadersOnEveryResponse(t *testing.T) {
+	srv, _ := newTestConsole(t)
+	_, ck := signIn(t, srv.URL, "tok")
+	check := func(what string, resp *http.Response) {
+		t.Helper()
+		resp.Body.Close()
+		h := resp.Header
+		if h.Get("Content-Security-Policy") != "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'" ||
+			h.Get("X-Frame-Options") != "DENY" || h.Get("Cache-Control") == "" {
+			t.Errorf("%s (%d): headers %v", what, resp.StatusCode, h)
+		}
+	}
+	do := func(method, path, cookie, origin, body string) *http.Response {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		if cookie != "" {
+			req.AddCookie(&http.Cookie{Name: CookieName, Value: cookie})
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	check("signed-out redirect", do(http.MethodGet, "/console/", "", "", ""))
+	check("signed-out live 401", do(http.MethodGet, "/console/live", "", "", ""))
+	check("405", do(http.MethodPut, "/console/tenants", ck, srv.URL, ""))
+	check("403 cross-site", do(http.MethodPost, "/console/tenants", ck, "http://evil.example", "id=x"))
+	check("413", do(http.MethodPost, "/console/tenants", ck, srv.URL, "id="+strings.Repeat("x", 1<<17)))
+	check("303 after a change", do(http.MethodPost, "/console/tenants/acme/purge", ck, srv.URL, ""))
+	check("asset directory", do(http.MethodGet, "/console/assets/", "", "", ""))
+	check("unknown tenant 404", do(http.MethodGet, "/console/tenants/nope", ck, "", ""))
+}

@@ -29,7 +29,7 @@ func TestConsoleOnlyWithAdminToken(t *testing.T) {
 		return resp
 	}
 	off := newHarness(t).bases()[0]
-	for _, p := range []string{"/console/", "/console/login", "/console/assets/console.css", "/"} {
+	for _, p := range []string{"/console", "/console/", "/console/login", "/console/live", "/console/assets/console.css", "/console/assets/", "/"} {
 		if resp := get(off, p); resp.StatusCode != http.StatusNotFound {
 			t.Errorf("without an admin token GET %s = %d; want 404", p, resp.StatusCode)
 		}
@@ -38,6 +38,9 @@ func TestConsoleOnlyWithAdminToken(t *testing.T) {
 	if resp := get(on, "/"); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/console/" ||
 		resp.Header.Get("Content-Security-Policy") == "" || resp.Header.Get("X-Frame-Options") != "DENY" {
 		t.Errorf("GET / = %d to %q, headers %v; want 302 to /console/ with the console's CSP and X-Frame-Options", resp.StatusCode, resp.Header.Get("Location"), resp.Header)
+	}
+	if resp := get(on, "/console"); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/console/" || resp.Header.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("GET /console = %d to %q, headers %v; want 302 to /console/ with the console's headers", resp.StatusCode, resp.Header.Get("Location"), resp.Header)
 	}
 	if resp := get(on, "/console/"); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/login" {
 		t.Errorf("GET /console/ signed out = %d to %q; want 303 to the sign-in", resp.StatusCode, resp.Header.Get("Location"))
