@@ -314,7 +314,9 @@ func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
 // cookie.
 func (c *Console) handleLogout(w http.ResponseWriter, r *http.Request) {
 	s, _ := r.Context().Value(sessionKeyType{}).(session)
-	if err := c.sess.revoked.Revoke(r.Context(), s.id, s.exp); err != nil {
+	ctx, cancel := context.WithTimeout(r.Context(), revokedWait)
+	defer cancel()
+	if err := c.sess.revoked.Revoke(ctx, s.id, s.exp); err != nil {
 		c.log.Error("console: sign-out not recorded", slog.String("error", err.Error()))
 		c.fail(w, r, http.StatusServiceUnavailable, "Sign-out could not be recorded (Redis unreachable); the session still works. Retry.")
 		return

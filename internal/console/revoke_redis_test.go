@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -68,5 +69,45 @@ func TestRevocationsRedisHung(t *testing.T) {
 	}
 	if took > revokedWait+time.Second {
 		t.Errorf("overview with Redis hung took %v; want at most about %v", took, revokedWait)
+	}
+}
+
+// stuckRevoke reads revocations but cannot record one: its Revoke waits
+// for its context (a Redis that stopped answering mid-session).
+type stuckRevoke struct{ *MemoryRevocations }
+
+func (stuckRevoke) Revoke(ctx context.Context, _ string, _ time.Time) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestSignOutStoreHung: a sign-out that cannot be recorded answers 503
+// within the bound, saying the session still works, and leaves the
+// cookie in place (the session was not ended, so the page must not say
+// it was).
+func TestSignOutStoreHung(t *testing.T) {
+	c, err := New(Options{Backend: &fakeBackend{}, AdminToken: "tok", Revocations: stuckRevoke{NewMemoryRevocations(nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+	_, ck := signIn(t, srv.URL, "tok")
+	type answer struct {
+		code int
+		body string
+	}
+	done := make(chan answer, 1)
+	go func() {
+		code, body := postForm(t, srv.URL, "/console/logout", ck, "application/x-www-form-urlencoded", "")
+		done <- answer{code, body}
+	}()
+	select {
+	case a := <-done:
+		if a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "the session still works") {
+			t.Errorf("sign-out with the store hung: %d; want 503 saying the session still works", a.code)
+		}
+	case <-time.After(revokedWait + 3*time.Second):
+		t.Fatalf("sign-out with the store hung did not answer within %v", revokedWait+3*time.Second)
 	}
 }
