@@ -176,3 +176,21 @@ func TestHeadersOnEveryResponse(t *testing.T) {
 	check("asset directory", do(http.MethodGet, "/console/assets/", "", "", ""))
 	check("unknown tenant 404", do(http.MethodGet, "/console/tenants/nope", ck, "", ""))
 }
+
+// TestTokenOnlyInBody: the admin token signs in only from the form body,
+// never from the URL (where history, logs and Referer would keep it),
+// and no page echoes it.
+func TestTokenOnlyInBody(t *testing.T) {
+	srv, _ := newTestConsole(t)
+	code, body := postForm(t, srv.URL, "/console/login?token=tok", "", "application/x-www-form-urlencoded", "")
+	if code != http.StatusUnauthorized || strings.Contains(body, "tok\"") {
+		t.Errorf("sign-in with the token in the URL: %d; want 401", code)
+	}
+	if code, _, _ := get(t, srv.URL, "/console/login?token=tok", ""); code != http.StatusOK {
+		t.Errorf("GET sign-in page: %d", code)
+	}
+	code, body = postForm(t, srv.URL, "/console/login", "", "application/x-www-form-urlencoded", "token=tok-wrong-guess")
+	if code != http.StatusUnauthorized || strings.Contains(body, "tok-wrong-guess") {
+		t.Errorf("wrong token: %d, echoed %v; want 401 and not echoed", code, strings.Contains(body, "tok-wrong-guess"))
+	}
+}
