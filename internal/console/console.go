@@ -28,6 +28,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -241,7 +242,18 @@ func (c *Console) form(limit int64) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, limit)
-			if err := r.ParseForm(); err != nil {
+			var err error
+			if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+				// ParseForm leaves a multipart body unread (a later
+				// PostFormValue would read it and drop its error).
+				err = r.ParseMultipartForm(limit)
+				if r.MultipartForm != nil {
+					defer func() { _ = r.MultipartForm.RemoveAll() }()
+				}
+			} else {
+				err = r.ParseForm()
+			}
+			if err != nil {
 				var tooBig *http.MaxBytesError
 				if errors.As(err, &tooBig) {
 					c.fail(w, r, http.StatusRequestEntityTooLarge, "Refused: the form is too large. Nothing was changed.")

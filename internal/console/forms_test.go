@@ -1,7 +1,9 @@
 package console
 
 import (
+	"bytes"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -49,6 +51,17 @@ func TestOversizedFormsChangeNothing(t *testing.T) {
 	}
 	if len(fb.changes) != 0 {
 		t.Errorf("changes made by oversized forms: %v", fb.changes)
+	}
+	// The same as multipart/form-data, which ParseForm does not read.
+	var mp bytes.Buffer
+	mw := multipart.NewWriter(&mp)
+	_ = mw.WriteField("name", huge)
+	_ = mw.Close()
+	if code, _ := postForm(t, srv.URL, "/console/tenants/acme/keys", ck, mw.FormDataContentType(), mp.String()); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("multipart create-key with 1 MiB: %d; want 413", code)
+	}
+	if len(fb.changes) != 0 {
+		t.Errorf("changes made by an oversized multipart form: %v", fb.changes)
 	}
 	// A sign-in with a huge body is refused too, and sets no cookie.
 	code, _ := postForm(t, srv.URL, "/console/login", "", form, "token="+huge)
