@@ -207,3 +207,27 @@ func TestTokenOnlyInBody(t *testing.T) {
 		t.Errorf("wrong token: %d, echoed %v; want 401 and not echoed", code, strings.Contains(body, "tok-wrong-guess"))
 	}
 }
+
+// TestGetChangesNothing: no GET changes anything, even on a change's own
+// path (a link or an image another site plants): those are 405.
+func TestGetChangesNothing(t *testing.T) {
+	srv, fb := newTestConsole(t)
+	_, ck := signIn(t, srv.URL, "tok")
+	for _, p := range []string{"/console/logout", "/console/tenants/acme/delete?confirm=yes", "/console/tenants/acme/keys?name=x",
+		"/console/tenants/acme/keys/key_1/revoke", "/console/tenants/acme/purge", "/console/tenants/acme/policy?patch=%7B%7D"} {
+		if code, _, _ := get(t, srv.URL, p, ck); code != http.StatusMethodNotAllowed {
+			t.Errorf("GET %s: %d; want 405", p, code)
+		}
+	}
+	for _, p := range []string{"/console/", "/console/live", "/console/tenants", "/console/tenants/acme?done=created", "/console/upstreams", "/console/audit"} {
+		if code, _, _ := get(t, srv.URL, p, ck); code != http.StatusOK {
+			t.Errorf("GET %s: %d; want 200", p, code)
+		}
+	}
+	if len(fb.changes) != 0 {
+		t.Errorf("GETs changed: %v", fb.changes)
+	}
+	if code, _, _ := get(t, srv.URL, "/console/", ck); code != http.StatusOK {
+		t.Error("GET /console/logout ended the session")
+	}
+}
