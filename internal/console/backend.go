@@ -33,7 +33,11 @@ type Backend interface {
 	// Usage is the tenant's counters, as GET /admin/tenants/{id}/usage.
 	Usage(ctx context.Context, tenant string) (Usage, error)
 	// UsageDays is every tenant's rows between two UTC days, inclusive.
+	// In distributed mode it reads a Redis hash per tenant and day.
 	UsageDays(ctx context.Context, from, to time.Time) ([]DayRow, error)
+	// TenantDays is one tenant's rows between two UTC days, inclusive: a
+	// tenant's page reads its own days, not every tenant's.
+	TenantDays(ctx context.Context, tenant string, from, to time.Time) ([]DayRow, error)
 	// Audit is the newest admin events, newest first.
 	Audit(ctx context.Context, limit int) ([]AuditEvent, error)
 	// Upstreams is each upstream's health on this instance.

@@ -28,6 +28,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -75,6 +76,11 @@ type Console struct {
 	now      func() time.Time
 	pages    map[string]*template.Template
 	handler  http.Handler
+	// reads holds one token per usage read in progress, over every
+	// request (usageReads); usageWait bounds one page's wait for them.
+	reads     chan struct{}
+	usageWait time.Duration
+	days      sharedDays // the Overview's and Tenants page's read of every tenant's days
 }
 
 // New builds a console. It panics on templates that do not parse, a
@@ -84,11 +90,13 @@ func New(o Options) (*Console, error) {
 		return nil, errors.New("console: Backend and AdminToken are required")
 	}
 	c := &Console{
-		b:        o.Backend,
-		tokenSum: sha256.Sum256([]byte(o.AdminToken)),
-		secure:   o.SecureCookie,
-		log:      cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
-		now:      o.Now,
+		b:         o.Backend,
+		tokenSum:  sha256.Sum256([]byte(o.AdminToken)),
+		secure:    o.SecureCookie,
+		log:       cmp.Or(o.Logger, slog.New(slog.DiscardHandler)),
+		now:       o.Now,
+		reads:     make(chan struct{}, usageReads),
+		usageWait: usageWait,
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -106,6 +114,12 @@ func New(o Options) (*Console, error) {
 // ServeHTTP implements http.Handler for paths under Prefix.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
+// Home redirects to the console, with the headers of every console
+// response: the gateway's GET / when the console is on.
+func (c *Console) Home() http.Handler {
+	return securityHeaders(http.RedirectHandler(Prefix+"/", http.StatusFound))
+}
+
 // routes are the console's, by their full paths (Prefix included), so
 // the console serves the same under any mux that hands it /console/*.
 func (c *Console) routes() http.Handler {
@@ -118,7 +132,6 @@ func (c *Console) routes() http.Handler {
 	root.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusMethodNotAllowed, "That method is not allowed here.")
 	})
-	root.Get(Prefix, func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, Prefix+"/", http.StatusFound) })
 	root.Route(Prefix, func(r chi.Router) {
 		r.NotFound(notFound)
 		sub, _ := fs.Sub(assetFS, "assets")
@@ -128,7 +141,7 @@ func (c *Console) routes() http.Handler {
 			assets.ServeHTTP(w, r)
 		})
 		r.Get("/login", c.handleLoginPage)
-		r.With(c.sameOrigin).Post("/login", c.handleLogin)
+		r.With(c.sameOrigin, c.form(loginBodyLimit)).Post("/login", c.handleLogin)
 		r.Group(func(r chi.Router) {
 			r.Use(c.signedIn)
 			r.Get("/", c.handleOverview)
@@ -138,7 +151,7 @@ func (c *Console) routes() http.Handler {
 			r.Get("/upstreams", c.handleUpstreams)
 			r.Get("/audit", c.handleAudit)
 			r.Group(func(r chi.Router) {
-				r.Use(c.sameOrigin)
+				r.Use(c.sameOrigin, c.form(formBodyLimit))
 				r.Post("/logout", c.handleLogout)
 				r.Post("/tenants", c.handleCreateTenant)
 				r.Post("/tenants/{id}/policy", c.handlePatchTenant)
@@ -151,7 +164,15 @@ func (c *Console) routes() http.Handler {
 	})
 	// A mux that hands the console its requests (the server's router)
 	// leaves its own route context on them; the console routes afresh.
+	// Prefix without its slash is redirected here: chi's Route would hand
+	// it to the sub-router as "/", the Overview, where the cookie (Path
+	// /console/) is never sent, so a signed-in visitor met the sign-in.
+	home := c.Home()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == Prefix {
+			home.ServeHTTP(w, r)
+			return
+		}
 		root.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), chi.RouteCtxKey, nil)))
 	})
 }
@@ -186,24 +207,64 @@ func (c *Console) sameOrigin(next http.Handler) http.Handler {
 }
 
 func (c *Console) fromHere(r *http.Request) bool {
+	// Behind a TLS-terminating proxy the browser says https while this
+	// request is plain HTTP; SecureCookie says that is the setup, and then
+	// only https is the console's own (a plain-HTTP page on the same host
+	// is another origin, and one a network attacker can write). Hosts
+	// compare without case, as browsers lower-case them; the port is
+	// part of the host and must match too.
 	scheme := "http"
-	if r.TLS != nil {
+	if r.TLS != nil || c.secure {
 		scheme = "https"
 	}
-	// Behind a TLS-terminating proxy the browser says https while this
-	// request is plain HTTP; SecureCookie says that is the setup. Hosts
-	// compare without case, as browsers lower-case them.
-	same := func(o string) bool {
-		return strings.EqualFold(o, scheme+"://"+r.Host) || (c.secure && strings.EqualFold(o, "https://"+r.Host))
-	}
+	same := func(o string) bool { return strings.EqualFold(o, scheme+"://"+r.Host) }
 	if o := r.Header.Get("Origin"); o != "" {
 		return same(o)
 	}
 	ref, err := url.Parse(r.Header.Get("Referer"))
-	if err != nil || ref.Host == "" {
+	if err != nil || ref.Host == "" || ref.User != nil {
 		return false
 	}
 	return same(ref.Scheme + "://" + ref.Host)
+}
+
+// The largest form bodies the console reads: the sign-in's token, and a
+// change's fields (a policy is at most the admin API's 64 KiB).
+const (
+	loginBodyLimit = 16 << 10
+	formBodyLimit  = 64<<10 + 4<<10
+)
+
+// form reads a POST's form body, at most limit bytes, before its handler
+// runs: a body too large or unreadable is refused with nothing changed,
+// never read as an empty form (which would, say, create an unnamed key).
+func (c *Console) form(limit int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+			var err error
+			if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+				// ParseForm leaves a multipart body unread (a later
+				// PostFormValue would read it and drop its error).
+				err = r.ParseMultipartForm(limit)
+				if r.MultipartForm != nil {
+					defer func() { _ = r.MultipartForm.RemoveAll() }()
+				}
+			} else {
+				err = r.ParseForm()
+			}
+			if err != nil {
+				var tooBig *http.MaxBytesError
+				if errors.As(err, &tooBig) {
+					c.fail(w, r, http.StatusRequestEntityTooLarge, "Refused: the form is too large. Nothing was changed.")
+					return
+				}
+				c.fail(w, r, http.StatusBadRequest, "Refused: the form could not be read. Nothing was changed.")
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // sessionKeyType keys the signed-in session in a request's context.
@@ -248,7 +309,6 @@ func (c *Console) handleLoginPage(w http.ResponseWriter, r *http.Request) {
 // handleLogin exchanges the admin token for a session cookie. The token
 // is compared in constant time, as digests, like the admin API's bearer.
 func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	got := sha256.Sum256([]byte(r.PostFormValue("token")))
 	if subtle.ConstantTimeCompare(got[:], c.tokenSum[:]) != 1 {
 		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "That is not the admin token (CORRAL_ADMIN_TOKEN). Try again."})
@@ -266,7 +326,9 @@ func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
 // cookie.
 func (c *Console) handleLogout(w http.ResponseWriter, r *http.Request) {
 	s, _ := r.Context().Value(sessionKeyType{}).(session)
-	if err := c.sess.revoked.Revoke(r.Context(), s.id, s.exp); err != nil {
+	ctx, cancel := context.WithTimeout(r.Context(), revokedWait)
+	defer cancel()
+	if err := c.sess.revoked.Revoke(ctx, s.id, s.exp); err != nil {
 		c.log.Error("console: sign-out not recorded", slog.String("error", err.Error()))
 		c.fail(w, r, http.StatusServiceUnavailable, "Sign-out could not be recorded (Redis unreachable); the session still works. Retry.")
 		return

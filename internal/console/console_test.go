@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -16,6 +17,7 @@ type fakeBackend struct {
 	tenants []Tenant
 	usage   Usage
 	changes []string
+	allDays atomic.Int64 // UsageDays calls
 }
 
 var _ Backend = (*fakeBackend)(nil)
@@ -55,6 +57,10 @@ func (f *fakeBackend) RevokeKey(_ context.Context, _, id, keyID string) error {
 func (f *fakeBackend) Purge(context.Context, string) (int, error)   { return 0, nil }
 func (f *fakeBackend) Usage(context.Context, string) (Usage, error) { return f.usage, nil }
 func (f *fakeBackend) UsageDays(context.Context, time.Time, time.Time) ([]DayRow, error) {
+	f.allDays.Add(1)
+	return nil, nil
+}
+func (f *fakeBackend) TenantDays(context.Context, string, time.Time, time.Time) ([]DayRow, error) {
 	return nil, nil
 }
 func (f *fakeBackend) Audit(context.Context, int) ([]AuditEvent, error) { return nil, nil }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -61,6 +62,9 @@ func Group(n int64) string {
 // Count renders a count compactly: 999, 1.2k, 12.3k, 123k, 1.2M, 3.4B.
 func Count(n int64) string {
 	if n < 0 {
+		if n == math.MinInt64 { // -n overflows back to itself: endless recursion
+			n++
+		}
 		return "-" + Count(-n)
 	}
 	if n < 1000 {

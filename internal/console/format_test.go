@@ -1,6 +1,7 @@
 package console
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -78,5 +79,30 @@ func TestMillis(t *testing.T) {
 		if got := Millis(tt.give); got != tt.want {
 			t.Errorf("Millis(%v) = %q; want %q", tt.give, got, tt.want)
 		}
+	}
+}
+
+// TestFormatExtremes: the int64 extremes (a counter summed past its
+// range) render without a crash; Count(MinInt64) recursed without end,
+// a stack overflow that kills the process.
+func TestFormatExtremes(t *testing.T) {
+	for _, tt := range []struct {
+		n                     int64
+		count, group, dollars string
+	}{
+		{math.MinInt64, "-9223372T", "-9,223,372,036,854,775,808", "-$9,223,372,036.85"},
+		{math.MaxInt64, "9223372T", "9,223,372,036,854,775,807", "$9,223,372,036.85"},
+	} {
+		if got := Count(tt.n); got != tt.count {
+			t.Errorf("Count(%d) = %q; want %q", tt.n, got, tt.count)
+		}
+		if got := Group(tt.n); got != tt.group {
+			t.Errorf("Group(%d) = %q; want %q", tt.n, got, tt.group)
+		}
+		if got := Dollars(tt.n); got != tt.dollars {
+			t.Errorf("Dollars(%d) = %q; want %q", tt.n, got, tt.dollars)
+		}
+		_ = Percent(tt.n, tt.n)
+		_ = Percent(1, tt.n)
 	}
 }

@@ -144,7 +144,7 @@ func (c *Console) live(r *http.Request) liveData {
 		sum(&d.Totals.Usage, r.u)
 	}
 	today := d.Now.Truncate(24 * time.Hour)
-	rows, err := c.b.UsageDays(ctx, today.AddDate(0, 0, -29), today)
+	rows, err := c.usageDays(ctx, today.AddDate(0, 0, -29), today)
 	if err != nil {
 		d.Missing = append(d.Missing, "usage days")
 	}
@@ -162,26 +162,42 @@ func (c *Console) live(r *http.Request) liveData {
 	return d
 }
 
-// usageReads bounds the usage reads one page makes at once: each is a
-// Redis round trip in distributed mode, and a gateway may have thousands
-// of tenants.
+// usageReads bounds the usage reads the console makes at once, over all
+// its pages and visitors together: each is a Redis round trip or two in
+// distributed mode, a gateway may have thousands of tenants, and the
+// Overview refreshes itself every 5 seconds in every open tab.
 const usageReads = 16
+
+// usageWait bounds how long one page waits for its tenants' usage: a
+// tenant not read by then (Redis slow or away, or the reads queued behind
+// other pages') is listed as unavailable rather than holding the page.
+const usageWait = 5 * time.Second
 
 type usageResult struct {
 	u   Usage
 	err error
 }
 
-// usages reads every tenant's usage, usageReads at a time; the results
-// are in ts's order.
+// usages reads every tenant's usage, at most usageReads at a time across
+// the console, for at most c.usageWait; the results are in ts's order.
 func (c *Console) usages(ctx context.Context, ts []Tenant) []usageResult {
+	ctx, cancel := context.WithTimeout(ctx, c.usageWait)
+	defer cancel()
 	out := make([]usageResult, len(ts))
-	sem := make(chan struct{}, usageReads)
 	var wg sync.WaitGroup
 	for i, t := range ts {
-		sem <- struct{}{}
+		if ctx.Err() != nil { // checked first: a slot freed by a read that ended with ctx must not start another
+			out[i].err = ctx.Err()
+			continue
+		}
+		select {
+		case c.reads <- struct{}{}:
+		case <-ctx.Done():
+			out[i].err = ctx.Err()
+			continue
+		}
 		wg.Go(func() {
-			defer func() { <-sem }()
+			defer func() { <-c.reads }()
 			u, err := c.b.Usage(ctx, t.ID)
 			out[i] = usageResult{u, err}
 		})
@@ -217,7 +233,7 @@ func (c *Console) handleTenants(w http.ResponseWriter, r *http.Request) {
 func (c *Console) renderTenants(w http.ResponseWriter, r *http.Request, status int, flash, errMsg string) {
 	ctx := r.Context()
 	today := c.now().UTC().Truncate(24 * time.Hour)
-	rows, _ := c.b.UsageDays(ctx, today, today)
+	rows, _ := c.usageDays(ctx, today, today)
 	byTenant := map[string]int64{}
 	for _, row := range rows {
 		byTenant[row.Tenant] += row.Requests
@@ -237,7 +253,6 @@ func (c *Console) renderTenants(w http.ResponseWriter, r *http.Request, status i
 // handleCreateTenant creates an API tenant from the form: an id and an
 // optional policy (a JSON object of tenants-file fields).
 func (c *Console) handleCreateTenant(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	id := strings.TrimSpace(r.PostFormValue("id"))
 	policy := strings.TrimSpace(r.PostFormValue("policy"))
 	if policy == "" {
@@ -309,7 +324,7 @@ func (c *Console) renderTenant(w http.ResponseWriter, r *http.Request, status in
 	}
 	slices.SortFunc(p.Models, func(a, b modelRow) int { return strings.Compare(a.Name, b.Name) })
 	today := c.now().UTC().Truncate(24 * time.Hour)
-	if rows, err := c.b.UsageDays(ctx, today.AddDate(0, 0, -29), today); err == nil {
+	if rows, err := c.b.TenantDays(ctx, id, today.AddDate(0, 0, -29), today); err == nil {
 		for _, row := range rows {
 			if row.Tenant == id {
 				p.Days = append(p.Days, row)
@@ -341,7 +356,6 @@ func prettyJSON(raw json.RawMessage) string {
 // success redirects to the page with the notice done.
 func (c *Console) change(w http.ResponseWriter, r *http.Request, done string, do func(id string) error) {
 	id := chi.URLParam(r, "id")
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := do(id); err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Status != http.StatusNotFound {
@@ -377,7 +391,6 @@ func (c *Console) handlePurge(w http.ResponseWriter, r *http.Request) {
 // handleDeleteTenant removes an API tenant, then shows the Tenants page.
 func (c *Console) handleDeleteTenant(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if r.PostFormValue("confirm") != "yes" {
 		c.renderTenant(w, r, http.StatusBadRequest, id, "", "Tick the box to confirm the deletion; nothing was changed.", nil)
 		return
@@ -398,7 +411,6 @@ func (c *Console) handleDeleteTenant(w http.ResponseWriter, r *http.Request) {
 // page (not a redirect: the key is never in a URL or a cookie).
 func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	k, err := c.b.CreateKey(r.Context(), r.RemoteAddr, id, strings.TrimSpace(r.PostFormValue("name")))
 	if err != nil {
 		var e *Error

@@ -34,6 +34,11 @@ const (
 	payloadLen = expiryLen + idLen
 )
 
+// revokedWait bounds the revocation check of every signed-in request: a
+// Redis that hangs makes the console answer 503 in this time, not hold
+// each page for the client's retries.
+const revokedWait = 2 * time.Second
+
 // errNoSession is a cookie that is absent, malformed, forged, expired or
 // revoked: the visitor signs in again.
 var errNoSession = errors.New("console: no valid session")
@@ -94,6 +99,8 @@ func (s *sessions) check(ctx context.Context, value string) (id string, exp time
 	if err != nil {
 		return "", time.Time{}, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, revokedWait)
+	defer cancel()
 	revoked, err := s.revoked.Revoked(ctx, id)
 	if err != nil {
 		return "", time.Time{}, err

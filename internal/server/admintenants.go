@@ -548,10 +548,23 @@ func readAdminObject(r *http.Request) (map[string]json.RawMessage, *apiError) {
 	if len(body) == 0 {
 		return map[string]json.RawMessage{}, nil
 	}
-	var fields map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&fields); err != nil || fields == nil || dec.More() {
+	fields, ok := oneObject(body)
+	if !ok {
 		return nil, errInvalidRequest("The body must be one JSON object.", "")
 	}
 	return fields, nil
+}
+
+// oneObject decodes doc as exactly one JSON object and nothing after it
+// but space: Decoder.More alone lets a stray "}" or "]" through.
+func oneObject(doc []byte) (map[string]json.RawMessage, bool) {
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if err := dec.Decode(&fields); err != nil || fields == nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, false
+	}
+	return fields, true
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -62,9 +61,8 @@ func policyFields(doc []byte) (map[string]json.RawMessage, *apiError) {
 	if len(doc) > adminBodyLimit {
 		return nil, errAdminTooLarge
 	}
-	var fields map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	if err := dec.Decode(&fields); err != nil || fields == nil || dec.More() {
+	fields, ok := oneObject(doc)
+	if !ok {
 		return nil, errInvalidRequest("The policy must be one JSON object, such as {\"requests_per_minute\": 600}.", "")
 	}
 	return fields, nil
@@ -139,8 +137,12 @@ func (b consoleBackend) Purge(ctx context.Context, id string) (int, error) {
 	return n, nil
 }
 
+// Usage reads one tenant's usage. The console reads many tenants' at once
+// on one request, so the read does not note its failure in the request's
+// log record (one record, not safe for concurrent writes): the page says
+// which tenants' figures are missing instead.
 func (b consoleBackend) Usage(ctx context.Context, id string) (console.Usage, error) {
-	u, aerr := b.s.tenantUsage(ctx, id)
+	u, aerr := b.s.tenantUsage(context.WithValue(ctx, edgeKey{}, (*edge)(nil)), id)
 	if aerr != nil {
 		return console.Usage{}, refusal(aerr)
 	}
@@ -171,6 +173,23 @@ func (b consoleBackend) UsageDays(ctx context.Context, from, to time.Time) ([]co
 	out := make([]console.DayRow, len(rows))
 	for i, r := range rows {
 		out[i] = console.DayRow{Tenant: r.Tenant, Day: r.Day, Model: r.Model, ModelUsage: modelUsage(r.modelUsageJSON)}
+	}
+	return out, nil
+}
+
+func (b consoleBackend) TenantDays(ctx context.Context, id string, from, to time.Time) ([]console.DayRow, error) {
+	if _, ok := b.s.tenants.Load().Get(id); !ok {
+		return nil, refusal(errUnknownTenant(id))
+	}
+	rows, err := b.s.usage.Days(ctx, []string{id}, from, to)
+	if err != nil {
+		return nil, refusal(errUsageUnavailable)
+	}
+	out := make([]console.DayRow, len(rows))
+	for i, r := range rows {
+		c := r.ModelCounters
+		out[i] = console.DayRow{Tenant: r.Tenant, Day: r.Day, Model: r.Model, ModelUsage: console.ModelUsage{Requests: c.Requests,
+			UpstreamCalls: c.UpstreamCalls, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CostNanos: c.CostNanos, SavedNanos: c.SavedNanos}}
 	}
 	return out, nil
 }
@@ -225,9 +244,7 @@ func (s *Server) consoleRoutes(r interface {
 	}
 	r.Handle(console.Prefix, c)
 	r.Handle(console.Prefix+"/*", c)
-	r.Get("/", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, console.Prefix+"/", http.StatusFound)
-	})
+	r.Get("/", c.Home().ServeHTTP)
 	return nil
 }
 

@@ -7,13 +7,17 @@
 (function () {
   var REFRESH_MS = 5000;
   var refreshes = 0;
+  var busy = false; // a refresh is in flight: no second one starts
 
   // refresh replaces the Overview's live section with a fresh copy from
   // /console/live. A signed-out session reloads the page (to the sign-in).
+  // One at a time: when the gateway is slow to answer, ticks are skipped
+  // rather than piling requests onto it.
   function refresh() {
     var live = document.getElementById("live");
     var status = document.getElementById("refresh-status");
-    if (!live) return;
+    if (!live || busy) return;
+    busy = true;
     fetch("/console/live", { credentials: "same-origin", cache: "no-store" }).then(function (resp) {
       if (resp.status === 401) { window.location.reload(); return null; }
       if (!resp.ok) throw new Error("status " + resp.status);
@@ -29,7 +33,7 @@
       if (status) status.textContent = "Updated " + new Date().toLocaleTimeString() + "; refreshes every 5 seconds.";
     }).catch(function () {
       if (status) status.textContent = "Could not refresh; retrying.";
-    });
+    }).finally(function () { busy = false; });
   }
 
   // copyKey copies the new key: the Clipboard API where the page may use
