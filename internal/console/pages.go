@@ -357,15 +357,22 @@ func prettyJSON(raw json.RawMessage) string {
 func (c *Console) change(w http.ResponseWriter, r *http.Request, done string, do func(id string) error) {
 	id := chi.URLParam(r, "id")
 	if err := do(id); err != nil {
-		var e *Error
-		if errors.As(err, &e) && e.Status != http.StatusNotFound {
-			c.renderTenant(w, r, e.Status, id, "", e.Text(), nil)
-			return
-		}
-		c.refused(w, r, err)
+		c.tenantRefused(w, r, id, err)
 		return
 	}
 	http.Redirect(w, r, tenantURL(id)+"?done="+done, http.StatusSeeOther)
+}
+
+// tenantRefused answers a refused change of tenant id: its page again
+// with the refusal's message and status, or, for a tenant that is not
+// there (or a failure with no message for people), the refusal page.
+func (c *Console) tenantRefused(w http.ResponseWriter, r *http.Request, id string, err error) {
+	var e *Error
+	if errors.As(err, &e) && e.Status != http.StatusNotFound {
+		c.renderTenant(w, r, e.Status, id, "", e.Text(), nil)
+		return
+	}
+	c.refused(w, r, err)
 }
 
 // handlePatchTenant applies the form's JSON merge patch to the policy.
@@ -396,12 +403,7 @@ func (c *Console) handleDeleteTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := c.b.DeleteTenant(r.Context(), r.RemoteAddr, id); err != nil {
-		var e *Error
-		if errors.As(err, &e) && e.Status != http.StatusNotFound {
-			c.renderTenant(w, r, e.Status, id, "", e.Text(), nil)
-			return
-		}
-		c.refused(w, r, err)
+		c.tenantRefused(w, r, id, err)
 		return
 	}
 	c.renderTenants(w, r, http.StatusOK, "Tenant deleted; its keys no longer work.", "")
@@ -413,12 +415,7 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	k, err := c.b.CreateKey(r.Context(), r.RemoteAddr, id, strings.TrimSpace(r.PostFormValue("name")))
 	if err != nil {
-		var e *Error
-		if errors.As(err, &e) && e.Status != http.StatusNotFound {
-			c.renderTenant(w, r, e.Status, id, "", e.Text(), nil)
-			return
-		}
-		c.refused(w, r, err)
+		c.tenantRefused(w, r, id, err)
 		return
 	}
 	c.renderTenant(w, r, http.StatusCreated, id, "Key created. Copy it now: it is shown this once.", "", &k)
