@@ -19,6 +19,7 @@ import (
 const (
 	tenantPlain   = "corral-plain"           // one tenant, no prices, no budget
 	tenantPriced  = "corral-priced-budget"   // the same tenant with prices and budgets
+	tenantOneAPI  = "corral-1-api-tenant"    // the plain tenant plus one made through the admin API: tenantMany's configuration
 	tenantMany    = "corral-10k-api-tenants" // one tenant plus apiTenants made through the admin API
 	benchAdmin    = "corral-bench-admin-token"
 	apiTenants    = 10000
@@ -29,7 +30,9 @@ const (
 // prices file and day and month budgets, and of a gateway holding
 // apiTenants tenants created through POST /admin/tenants (the in-memory
 // mirror of the tenant store), each against the same embedded gateway
-// with one plain tenant, in one run. Hits make no budget call, so the
+// with one plain tenant, in one run. The many-tenant gateway is also
+// compared with one configured the same way (an admin token, a tenant
+// store) holding a single API tenant, so the ratio isolates the count. Hits make no budget call, so the
 // priced side's Redis work per hit (Redis mode) should be that of the
 // plain side.
 func (h *harness) tenantHit(ctx context.Context) error {
@@ -46,6 +49,13 @@ func (h *harness) tenantHit(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("gateway (priced): %w", err)
 	}
+	one, err := h.c.startGateway(ctx, "corral-one-api", false, "CORRAL_ADMIN_TOKEN="+benchAdmin)
+	if err != nil {
+		return fmt.Errorf("gateway (one API tenant): %w", err)
+	}
+	if err := createTenants(ctx, "http://"+one.addr, 1); err != nil {
+		return fmt.Errorf("create one API tenant: %w", err)
+	}
 	many, err := h.c.startGateway(ctx, "corral-many", false, "CORRAL_ADMIN_TOKEN="+benchAdmin)
 	if err != nil {
 		return fmt.Errorf("gateway (many tenants): %w", err)
@@ -55,7 +65,7 @@ func (h *harness) tenantHit(ctx context.Context) error {
 		return fmt.Errorf("create %d API tenants: %w", apiTenants, err)
 	}
 	h.o.logf("created %d API tenants through POST /admin/tenants in %.1fs (%d in parallel)", apiTenants, time.Since(t0).Seconds(), createWorkers)
-	ts := []target{chatTarget(tenantPlain, plain, true), chatTarget(tenantPriced, pb, true), chatTarget(tenantMany, many, true)}
+	ts := []target{chatTarget(tenantPlain, plain, true), chatTarget(tenantPriced, pb, true), chatTarget(tenantOneAPI, one, true), chatTarget(tenantMany, many, true)}
 	hdr := benchHeader("")
 	body := chatBody("What does a cache hit cost?", false, mockControl{})
 	for _, t := range ts {
@@ -132,10 +142,15 @@ func createTenants(ctx context.Context, base string, n int) error {
 func writeTenantHit(w io.Writer, gs []Group) {
 	fmt.Fprintf(w, "\n## Hit path by tenant setup (%s)\n\n", hitCase())
 	plain := findGroup(gs, hitCase(), tenantPlain)
-	t := &table{head: []string{"target", "req/s", "p50 ms", "p99 ms", "req/s vs plain", "proxy CPU µs/req", "errors / not HIT"}}
+	one := findGroup(gs, hitCase(), tenantOneAPI)
+	t := &table{head: []string{"target", "req/s", "p50 ms", "p99 ms", "req/s vs plain", "req/s vs 1 API tenant", "proxy CPU µs/req", "errors / not HIT"}}
 	for i := range gs {
 		g := &gs[i]
-		t.add(g.Target, fmtRate(g.Throughput), fmtMS(g.P50), fmtMS(g.P99), fmtRatio(g, plain, throughputOf), fmtUS(g.CPUPerRequest), fmtErrors(g))
+		vsOne := ""
+		if g.Target == tenantMany {
+			vsOne = fmtRatio(g, one, throughputOf)
+		}
+		t.add(g.Target, fmtRate(g.Throughput), fmtMS(g.P50), fmtMS(g.P99), fmtRatio(g, plain, throughputOf), vsOne, fmtUS(g.CPUPerRequest), fmtErrors(g))
 	}
 	t.write(w)
 }
