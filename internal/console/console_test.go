@@ -113,6 +113,12 @@ func get(t *testing.T, base, path, cookie string) (int, http.Header, string) {
 	if cookie != "" {
 		req.AddCookie(&http.Cookie{Name: CookieName, Value: cookie})
 	}
+	return roundTrip(t, req)
+}
+
+// roundTrip sends req without following redirects and reads the answer.
+func roundTrip(t *testing.T, req *http.Request) (int, http.Header, string) {
+	t.Helper()
 	resp, err := noRedirect.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package console
 
 import (
 	"bytes"
-	"io"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -20,13 +19,8 @@ func postForm(t *testing.T, base, path, cookie, contentType, body string) (int, 
 	if cookie != "" {
 		req.AddCookie(&http.Cookie{Name: CookieName, Value: cookie})
 	}
-	resp, err := noRedirect.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, _, body := roundTrip(t, req)
+	return code, body
 }
 
 // TestOversizedFormsChangeNothing: a form body over the limit is 413 with
