@@ -16,9 +16,22 @@
 //	POST /v1/messages           Anthropic's Messages API, streaming or not
 //	POST /v1/messages/count_tokens  {"input_tokens": words of system and messages}
 //	GET  /v1/models             Options.Models
-//	GET  /v1/models/{id}        one model, or 404 model_not_found
+//	GET  /v1/models/{id}        one model (a listed one, or its -tool variant),
+//	                            or 404 model_not_found
 //	GET  /mock/stats            Stats as JSON
 //	POST /mock/reset            Reset, answers 204
+//
+// With an anthropic-version header (Anthropic's SDKs and Claude Code send
+// it) the models answer in Anthropic's shapes: the list is a page,
+// {"data":[{"type":"model","id":...,"display_name":...,"created_at":...}],
+// "has_more":...,"first_id":...,"last_id":...}, of limit models (1 to
+// 1000, default 20) after after_id or before before_id; one model is
+// {"type":"model",...}, display_name as Anthropic writes it ("Claude
+// Sonnet 5.5" for claude-sonnet-5-5); an unknown one is Anthropic's 404
+// not_found_error. DefaultModels lists current Claude ids
+// (claude-sonnet-5-5, claude-opus-5-5, claude-haiku-5-5) and older ones
+// (claude-sonnet-4-5, ...), so clients that look a model up before using
+// it find the ones the README names.
 //
 // Any other path is a 404 with an OpenAI-shaped error body. The mock never
 // checks Authorization; tests inspect it through Options.OnRequest.

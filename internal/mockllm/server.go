@@ -49,7 +49,9 @@ type Options struct {
 // DefaultModels is the model list served when Options.Models is empty.
 var DefaultModels = []string{
 	"gpt-4o-mini", "gpt-4o", "gpt-3.5-turbo-instruct", "text-embedding-3-small",
-	"mock-slow", "mock-hang", "mock-stall", "mock-cut",
+	"claude-sonnet-5-5", "claude-opus-5-5", "claude-haiku-5-5",
+	"claude-sonnet-4-5", "claude-opus-4-5", "claude-haiku-4-5",
+	"mock-tool", "mock-slow", "mock-hang", "mock-stall", "mock-cut",
 	"mock-400", "mock-401", "mock-403", "mock-404", "mock-408", "mock-409",
 	"mock-422", "mock-429", "mock-500", "mock-502", "mock-503",
 }
