@@ -31,7 +31,7 @@ const (
 
 	codexPrompt  = "Say hello to Corral in one short sentence. Do not run any command."
 	claudePrompt = "Say hello to Corral in one short sentence."
-	claudeModel  = "claude-sonnet-4-5"
+	claudeModel  = "claude-sonnet-5-5"
 	codexModel   = "gpt-5-codex"
 )
 

@@ -13,6 +13,12 @@ import (
 // so the key guards nothing of value.
 const DemoKey = "sk-corral-demo"
 
+// DemoClaudeModel is the Claude model the demo's banner and the README's
+// examples name: the newest Sonnet (anthropic-sdk-go's model constants),
+// as current Claude Code calls older ids retired. The mock lists it and
+// the older ids alike.
+const DemoClaudeModel = "claude-sonnet-5-5"
+
 // DemoTenant is the demo tenant's id.
 const DemoTenant = "demo"
 
@@ -46,8 +52,9 @@ Try it:
 
 Run it twice: the second answer carries X-Corral-Cache: HIT.
 The Responses API (/v1/responses) and Anthropic's Messages API (/v1/messages,
-key in x-api-key or Authorization) are served by the same mock.
+key in x-api-key or Authorization) are served by the same mock:
+  curl -si http://%[1]s/v1/messages -H "x-api-key: %[2]s" -H "anthropic-version: 2023-06-01" -H "Content-Type: application/json" -d '{"model":"%[4]s","max_tokens":256,"messages":[{"role":"user","content":"Hello, Corral"}]}'
 Open the console and sign in with the admin token: after a few curl lines
 it shows the requests, the hit rate and the dollars the cache saved.
-`, host, DemoKey, shown)
+`, host, DemoKey, shown, DemoClaudeModel)
 }

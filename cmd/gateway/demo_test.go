@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -60,5 +63,61 @@ func TestDemoAnthropicModels(t *testing.T) {
 	var aerr *anthropic.Error
 	if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusNotFound || !strings.Contains(aerr.RawJSON(), `"not_found_error"`) {
 		t.Errorf("Models.Get(unknown) = %v; want Anthropic's 404", err)
+	}
+}
+
+// TestDemoBannerClaudeExample: the demo's banner prints a Messages curl
+// line naming DemoClaudeModel, and that line's body, sent as printed,
+// answers 200 with the mock's reply.
+func TestDemoBannerClaudeExample(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stdout, stderr := newLineWriter(), newLineWriter()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-demo"}, []string{"CORRAL_ADDR=127.0.0.1:0", "CORRAL_DATA_DIR=" + t.TempDir()}, stdout, stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run = %v after shutdown", err)
+		}
+	})
+	m := stdout.waitFor(t, regexp.MustCompile(`curl -si (http://\S+/v1/messages) -H "x-api-key: `+DemoKey+`" -H "anthropic-version: 2023-06-01" -H "Content-Type: application/json" -d '([^']+)'`))
+	if !strings.Contains(m[2], `"model":"`+DemoClaudeModel+`"`) {
+		t.Fatalf("the banner's Messages example %s does not name %s", m[2], DemoClaudeModel)
+	}
+	req, _ := http.NewRequest(http.MethodPost, m[1], strings.NewReader(m[2]))
+	req.Header.Set("X-Api-Key", DemoKey)
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"model":"`+DemoClaudeModel+`"`) || !strings.Contains(string(b), "mock reply to: Hello, Corral") {
+		t.Errorf("the banner's Messages example = %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestREADMEClaudeExamplesCurrent: every Claude model the README's
+// examples run (claude --model, model="...") is DemoClaudeModel (or its
+// -tool variant), not an id Claude Code calls retired; older ids are
+// named only where the README says the mock keeps them.
+func TestREADMEClaudeExamplesCurrent(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, m := range regexp.MustCompile(`(?:--model |model="|model: )(claude-[a-z0-9-]+)`).FindAllStringSubmatch(string(b), -1) {
+		found++
+		if id := strings.TrimSuffix(m[1], "-tool"); id != DemoClaudeModel {
+			t.Errorf("README example %q names %s; want %s", m[0], m[1], DemoClaudeModel)
+		}
+	}
+	if found < 2 {
+		t.Errorf("README has %d Claude examples; want the Claude Code and SDK ones", found)
 	}
 }

@@ -106,7 +106,7 @@
 //	mock-cut    a stream ends abruptly after half of its content chunks,
 //	            with no finish_reason and no [DONE]; a non-streamed body is
 //	            cut in the middle (Content-Length promises more)
-//	mock-tool   (or any name ending in -tool, e.g. claude-sonnet-4-5-tool)
+//	mock-tool   (or any name ending in -tool, e.g. claude-sonnet-5-5-tool)
 //	            a tool call instead of text; see "Tool calls" below
 //
 // # Tool calls
