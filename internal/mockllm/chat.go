@@ -68,7 +68,11 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, req *request,
 	}
 	id := "chatcmpl-" + hash
 	if wantsTool(req.Model) {
-		return s.serveChatTool(w, r, req, pl, id, newToolCall(hash, last, req.Tools), words)
+		result, ok := chatToolResult(req.Messages)
+		if !ok {
+			return s.serveChatTool(w, r, req, pl, id, newToolCall(hash, last, req.Tools), words)
+		}
+		last = result
 	}
 	reply := replyPrefix + last
 	if req.Mock.Reply != nil {

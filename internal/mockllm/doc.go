@@ -111,9 +111,18 @@
 //
 // # Tool calls
 //
-// A tool-calling model answers every chat, Responses and Messages request
-// with one call to the first tool in the request's "tools" that has a name
-// (chat's function.name, or name), or to "mock_tool" when there is none.
+// A tool-calling model answers a chat, Responses or Messages request with
+// one call to the first tool in the request's "tools" that has a name
+// (chat's function.name, or name), or to "mock_tool" when there is none,
+// unless the conversation ends in a tool's result: then it answers with
+// text, "mock reply to: " + the result's text, as a model does once it has
+// what it asked for, so an agent's loop ends after one call. The result is
+// last when the last chat message has role "tool" (or "function"), the
+// last Responses input item is a function_call_output or
+// custom_tool_call_output (output a string or parts with "text"), or the
+// last Messages message is a user message whose last content block is a
+// tool_result (content a string or text blocks). A message after the
+// result (the user asking more) gets a call again.
 // Its arguments are the JSON object {"input": <the last user text>}, and
 // its id derives from the body hash, so the same request always gets the
 // same call, streamed or not:

@@ -156,6 +156,10 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, countOnly
 		s.writeAnthropicError(w, pl.status, msg)
 		return false
 	}
+	tool := wantsTool(req.Model)
+	if result, ok := messagesToolResult(req.Messages); tool && ok {
+		last, tool = result, false // the call has its result: text
+	}
 	reply := replyPrefix + last
 	if req.Mock.Reply != nil {
 		reply = *req.Mock.Reply
@@ -163,7 +167,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, countOnly
 	hash := bodyHash(body)
 	stop := "end_turn"
 	var block any = messageBlock{Type: "text", Text: reply}
-	if wantsTool(req.Model) {
+	if tool {
 		tc := newToolCall(hash, last, req.Tools)
 		stop, reply = "tool_use", tc.args
 		block = toolUseBlock{Type: "tool_use", ID: "toolu_" + tc.id, Name: tc.name, Input: json.RawMessage(tc.args)}

@@ -72,33 +72,49 @@ type responsesRequest struct {
 	Store              *bool   `json:"store"`
 }
 
-// inputText returns the text of a Responses input: the string itself, or
-// the last user message of an item list (its content a string or parts
-// with "text"), and the word count of all input text.
-func inputText(raw json.RawMessage) (last string, words int, err error) {
+// responsesInput is what the mock reads of a Responses input.
+type responsesInput struct {
+	last   string // the text of the last user message
+	words  int    // of all input text
+	result string // the text of the last item, a tool's output
+	ended  bool   // whether the last item is a tool's output
+}
+
+// inputText reads a Responses input: the string itself, or an item list
+// whose messages' content is a string or parts with "text" and whose
+// last item may be a tool's output (function_call_output or
+// custom_tool_call_output, its output a string or parts).
+func inputText(raw json.RawMessage) (in responsesInput, err error) {
 	if len(raw) == 0 || raw[0] == '"' {
 		s, err := contentText(raw)
-		return s, wordCount(s), err
+		return responsesInput{last: s, words: wordCount(s)}, err
 	}
 	var items []struct {
 		Type    string          `json:"type"`
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
+		Output  json.RawMessage `json:"output"`
 	}
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return "", 0, badRequest("input", "'input' must be a string or an array of input items.")
+		return in, badRequest("input", "'input' must be a string or an array of input items.")
 	}
+	if n := len(items); n > 0 && isToolOutput(items[n-1].Type) {
+		in.result, _ = contentText(items[n-1].Output)
+		in.ended = true
+	}
+	last, words := "", 0
 	for _, it := range items {
 		text, err := contentText(it.Content)
 		if err != nil {
-			return "", 0, badRequest("input", "Input item content must be a string or an array of content parts.")
+			return in, badRequest("input", "Input item content must be a string or an array of content parts.")
 		}
 		words += wordCount(text)
 		if it.Role == "user" {
 			last = text
 		}
 	}
-	return last, words, nil
+	in.last, in.words = last, words
+	return in, nil
 }
 
 // serveResponses answers POST /v1/responses. It reports whether the client
@@ -110,10 +126,15 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request, body []b
 		s.writeBadRequest(w, "Missing required parameter: 'input'.", "input")
 		return false
 	}
-	last, words, err := inputText(req.Input)
+	in, err := inputText(req.Input)
 	if err != nil {
 		s.writeRequestError(w, err)
 		return false
+	}
+	last, words := in.last, in.words
+	tool := wantsTool(req.Model)
+	if tool && in.ended {
+		last, tool = in.result, false // the call has its result: text
 	}
 	reply := replyPrefix + last
 	if req.Mock.Reply != nil {
@@ -121,7 +142,7 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request, body []b
 	}
 	var item any = responseItem{Type: "message", ID: "msg_" + hash, Status: "completed", Role: "assistant",
 		Content: []responsePart{{Type: "output_text", Text: reply, Annotations: []any{}, Logprobs: []any{}}}}
-	if wantsTool(req.Model) {
+	if tool {
 		tc := newToolCall(hash, last, req.Tools)
 		reply = tc.args
 		item = functionCallItem{Type: "function_call", ID: "fc_" + tc.id, CallID: "call_" + tc.id, Name: tc.name, Arguments: tc.args, Status: "completed"}

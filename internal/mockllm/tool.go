@@ -22,6 +22,49 @@ func wantsTool(model string) bool {
 	return model == toolModel || strings.HasSuffix(model, toolSuffix)
 }
 
+// A tool-calling model answers a conversation that ends in a tool's
+// result with text, replyPrefix and the result's text, as a model answers
+// once it has what it asked for: calling a tool on every turn would keep
+// an agent looping until its turn limit.
+
+// chatToolResult is the text of a chat conversation's last message when
+// it is a tool's result (role "tool", or the legacy "function").
+func chatToolResult(msgs []message) (text string, ok bool) {
+	if len(msgs) == 0 {
+		return "", false
+	}
+	last := msgs[len(msgs)-1]
+	if last.Role != "tool" && last.Role != "function" {
+		return "", false
+	}
+	text, _ = contentText(last.Content) // read once already
+	return text, true
+}
+
+// messagesToolResult is the text of a Messages conversation's last block
+// when it is a tool_result: the last block of the last message, a user
+// message. Its content is a string or text blocks.
+func messagesToolResult(msgs []message) (text string, ok bool) {
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "user" {
+		return "", false
+	}
+	var blocks []struct {
+		Type    string          `json:"type"`
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(msgs[len(msgs)-1].Content, &blocks) != nil || len(blocks) == 0 || blocks[len(blocks)-1].Type != "tool_result" {
+		return "", false
+	}
+	text, _ = contentText(blocks[len(blocks)-1].Content)
+	return text, true
+}
+
+// isToolOutput reports whether a Responses input item of type typ is a
+// tool's result.
+func isToolOutput(typ string) bool {
+	return typ == "function_call_output" || typ == "custom_tool_call_output"
+}
+
 // toolCall is the one call a tool-calling answer makes. Everything in it
 // is derived from the request, so the same request always gets the same
 // call, streamed or not.
