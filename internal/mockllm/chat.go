@@ -75,6 +75,9 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request, req *request,
 		last = result
 	}
 	reply := replyPrefix + last
+	if r, ok := structuredReply(req.ResponseFormat, last); ok {
+		reply = r
+	}
 	if req.Mock.Reply != nil {
 		reply = *req.Mock.Reply
 	}

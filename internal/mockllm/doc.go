@@ -144,8 +144,39 @@
 //     and input {}, one input_json_delta per fragment of the input, then
 //     content_block_stop and message_delta as for text.
 //
+// The call's arguments (chat's arguments, the Responses item's arguments,
+// the tool_use block's input) are a value of the tool's input schema
+// (chat's function.parameters, parameters, input_schema; see "Structured
+// output"); a tool whose schema names no property (none, or
+// {"type":"object"}) gets {"input": <the last user text>}.
+//
 // Overrides apply as for text (chunks, delays, cuts); "reply" does not
 // change the call.
+//
+// # Structured output
+//
+// A request that asks for JSON gets JSON as its text, streamed in pieces
+// like any text: chat's response_format, the Responses API's text.format
+// (echoed in the answer's text.format) and Messages' output_config.format
+// (or the beta's output_format). {"type":"json_object"} gets {"reply":
+// "mock reply to: ..."}; {"type":"json_schema"} gets a value of the
+// schema, the same for the same schema: the const, the first enum member,
+// the first branch of anyOf and oneOf, allOf's branches merged, $ref
+// followed within the document ($defs, definitions, any JSON pointer);
+// an object has its required properties and, near the top, its optional
+// ones (minProperties met from additionalProperties); an array has its
+// prefixItems and items up to minItems (one near the top), each a
+// different variant for uniqueItems; a string is "mock" or an example of
+// its format (date-time, date, email, uri, uuid, ipv4, ...), padded to
+// minLength and cut to maxLength; a number meets minimum, maximum (and
+// their exclusive forms) and multipleOf. pattern, not, if/then/else and
+// the like are not read. Deep in the value a choice prefers a branch
+// without $ref, and optional members are left out, so recursive schemas
+// end. The generator is bounded for any schema: 24 levels of nesting or
+// $ref, 4096 values and 64 KiB of strings per answer; a schema that needs
+// more (minItems: 1000000) gets a value cut at the bounds, which it does
+// not accept. A -tool model's call wins over the format, except after a
+// tool's result.
 //
 // A cut is made with panic(http.ErrAbortHandler), which net/http servers
 // (and so httptest) turn into an aborted connection or HTTP/2 stream reset.

@@ -20,6 +20,12 @@ type messagesRequest struct {
 	Tools     json.RawMessage `json:"tools"`
 	Stream    bool            `json:"stream"`
 	Mock      overrides       `json:"mock"`
+	// OutputConfig.Format is structured output; OutputFormat its form
+	// under the structured-outputs beta.
+	OutputConfig struct {
+		Format json.RawMessage `json:"format"`
+	} `json:"output_config"`
+	OutputFormat json.RawMessage `json:"output_format"`
 }
 
 type messageObject struct {
@@ -161,6 +167,13 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request, countOnly
 		last, tool = result, false // the call has its result: text
 	}
 	reply := replyPrefix + last
+	format := req.OutputConfig.Format
+	if len(format) == 0 {
+		format = req.OutputFormat
+	}
+	if r, ok := structuredReply(format, last); ok {
+		reply = r
+	}
 	if req.Mock.Reply != nil {
 		reply = *req.Mock.Reply
 	}

@@ -70,6 +70,9 @@ type responsesRequest struct {
 	MaxOutputTokens    *int    `json:"max_output_tokens"`
 	PreviousResponseID *string `json:"previous_response_id"`
 	Store              *bool   `json:"store"`
+	Text               struct {
+		Format json.RawMessage `json:"format"`
+	} `json:"text"`
 }
 
 // responsesInput is what the mock reads of a Responses input.
@@ -137,6 +140,10 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request, body []b
 		last, tool = in.result, false // the call has its result: text
 	}
 	reply := replyPrefix + last
+	textFormat := any(map[string]string{"type": "text"})
+	if r, ok := structuredReply(rr.Text.Format, last); ok {
+		reply, textFormat = r, rr.Text.Format // the format echoed, as OpenAI does
+	}
 	if req.Mock.Reply != nil {
 		reply = *req.Mock.Reply
 	}
@@ -153,7 +160,7 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request, body []b
 		Instructions: rr.Instructions, MaxOutputTokens: rr.MaxOutputTokens, Model: req.Model,
 		Output:            []any{item},
 		ParallelToolCalls: true, PreviousResponseID: rr.PreviousResponseID, Store: rr.Store == nil || *rr.Store,
-		Temperature: 1, Text: map[string]any{"format": map[string]string{"type": "text"}}, ToolChoice: "auto",
+		Temperature: 1, Text: map[string]any{"format": textFormat}, ToolChoice: "auto",
 		Tools: []any{}, TopP: 1, Truncation: "disabled", Metadata: map[string]string{},
 		Usage: &responsesUsage{InputTokens: max(words, 1), OutputTokens: out, TotalTokens: max(words, 1) + out,
 			InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}},

@@ -164,13 +164,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // request holds the fields of all three POST endpoints the mock reads.
 // Everything else in the body is ignored.
 type request struct {
-	Model         string          `json:"model"`
-	Messages      []message       `json:"messages"`
-	Prompt        json.RawMessage `json:"prompt"`
-	Input         json.RawMessage `json:"input"`
-	Tools         json.RawMessage `json:"tools"`
-	Stream        bool            `json:"stream"`
-	StreamOptions *struct {
+	Model          string          `json:"model"`
+	Messages       []message       `json:"messages"`
+	Prompt         json.RawMessage `json:"prompt"`
+	Input          json.RawMessage `json:"input"`
+	Tools          json.RawMessage `json:"tools"`
+	ResponseFormat json.RawMessage `json:"response_format"`
+	Stream         bool            `json:"stream"`
+	StreamOptions  *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	N              int       `json:"n"`

@@ -75,35 +75,44 @@ type toolCall struct {
 }
 
 // newToolCall derives the call for a request whose hash is hash, whose
-// last user text is last and whose "tools" member is tools.
+// last user text is last and whose "tools" member is tools: its
+// arguments are a value of the tool's input schema (see toolArguments).
 func newToolCall(hash, last string, tools json.RawMessage) toolCall {
-	return toolCall{id: hash, name: firstToolName(tools), args: string(mustMarshal(map[string]string{"input": last}))}
+	name, schema := firstTool(tools)
+	return toolCall{id: hash, name: name, args: toolArguments(schema, last)}
 }
 
-// firstToolName is the name of the first tool in a request's tool list
-// that has one: chat's {"type":"function","function":{"name":...}}, or
-// the Responses and Messages APIs' {"name":...}. Hosted tools without a
-// name (web_search, ...) are skipped; with none left it is
-// defaultToolName.
-func firstToolName(raw json.RawMessage) string {
+// firstTool is the name and input schema of the first tool in a
+// request's tool list that has a name: chat's {"type":"function",
+// "function":{"name":...,"parameters":...}}, the Responses API's
+// {"name":...,"parameters":...} or Messages' {"name":...,
+// "input_schema":...}. Hosted tools without a name (web_search, ...) are
+// skipped; with none left it is defaultToolName, with no schema.
+func firstTool(raw json.RawMessage) (name string, schema json.RawMessage) {
 	var tools []struct {
-		Name     string `json:"name"`
-		Function struct {
-			Name string `json:"name"`
+		Name        string          `json:"name"`
+		Parameters  json.RawMessage `json:"parameters"`
+		InputSchema json.RawMessage `json:"input_schema"`
+		Function    struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
 		} `json:"function"`
 	}
 	if json.Unmarshal(raw, &tools) != nil {
-		return defaultToolName
+		return defaultToolName, nil
 	}
 	for _, t := range tools {
 		if t.Name != "" {
-			return t.Name
+			if len(t.InputSchema) > 0 {
+				return t.Name, t.InputSchema
+			}
+			return t.Name, t.Parameters
 		}
 		if t.Function.Name != "" {
-			return t.Function.Name
+			return t.Function.Name, t.Function.Parameters
 		}
 	}
-	return defaultToolName
+	return defaultToolName, nil
 }
 
 // chatChunk is one chat.completion.chunk of a streamed tool call.
