@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -14,6 +15,9 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	oshared "github.com/openai/openai-go/v3/shared"
 )
 
 // demoContext ends with the test or after 20 s, so a fault fails the test
@@ -119,5 +123,62 @@ func TestREADMEClaudeExamplesCurrent(t *testing.T) {
 	}
 	if found < 2 {
 		t.Errorf("README has %d Claude examples; want the Claude Code and SDK ones", found)
+	}
+}
+
+// TestDemoAgentLoopEnds: through the demo gateway, a tool-calling Claude
+// model answers anthropic-sdk-go's first turn with a tool_use and the
+// turn that carries its tool_result with text, so the agent's loop ends.
+func TestDemoAgentLoopEnds(t *testing.T) {
+	addr, _ := startDemo(t)
+	c := demoAnthropic(addr)
+	ctx := demoContext(t)
+	p := anthropic.MessageNewParams{Model: DemoClaudeModel + "-tool", MaxTokens: 256,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("weather in Paris"))},
+		Tools: []anthropic.ToolUnionParam{anthropic.ToolUnionParamOfTool(anthropic.ToolInputSchemaParam{
+			Properties: map[string]any{"city": map[string]any{"type": "string"}}, Required: []string{"city"}}, "get_weather")}}
+	first, err := c.Messages.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.StopReason != "tool_use" || len(first.Content) != 1 || first.Content[0].Type != "tool_use" || !strings.Contains(string(first.Content[0].Input), `"city":`) {
+		t.Fatalf("first turn = %s; want a tool_use with a city", first.RawJSON())
+	}
+	p.Messages = append(p.Messages, first.ToParam(),
+		anthropic.NewUserMessage(anthropic.NewToolResultBlock(first.Content[0].ID, "sunny, 22 C", false)))
+	second, err := c.Messages.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.StopReason != "end_turn" || len(second.Content) != 1 || second.Content[0].Text != "mock reply to: sunny, 22 C" {
+		t.Errorf("second turn = %s; want text for the tool's result", second.RawJSON())
+	}
+}
+
+// TestDemoStructuredOutput: through the demo gateway, openai-go's chat
+// with a json_schema response_format gets content that decodes into the
+// schema's shape with every required field.
+func TestDemoStructuredOutput(t *testing.T) {
+	addr, _ := startDemo(t)
+	c := openai.NewClient(option.WithBaseURL("http://"+addr+"/v1"), option.WithAPIKey(DemoKey), option.WithMaxRetries(0))
+	schema := map[string]any{"type": "object", "additionalProperties": false, "required": []string{"city", "days", "tags"},
+		"properties": map[string]any{"city": map[string]any{"type": "string", "minLength": 2},
+			"days": map[string]any{"type": "integer", "minimum": 1}, "tags": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "minItems": 2}}}
+	got, err := c.Chat.Completions.New(demoContext(t), openai.ChatCompletionNewParams{Model: "gpt-4o-mini",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("plan a trip")},
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &oshared.ResponseFormatJSONSchemaParam{
+			JSONSchema: oshared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "trip", Strict: openai.Bool(true), Schema: schema}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trip struct {
+		City *string  `json:"city"`
+		Days *int     `json:"days"`
+		Tags []string `json:"tags"`
+	}
+	dec := json.NewDecoder(strings.NewReader(got.Choices[0].Message.Content))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&trip); err != nil || trip.City == nil || len(*trip.City) < 2 || trip.Days == nil || *trip.Days < 1 || len(trip.Tags) < 2 {
+		t.Errorf("content %s: %v; want the schema's object", got.Choices[0].Message.Content, err)
 	}
 }
