@@ -41,7 +41,18 @@ func schemaValue(raw json.RawMessage) (v []byte, ok bool) {
 		return nil, false
 	}
 	g := &schemaGen{root: root, values: maxValues, bytes: maxStringBytes}
-	return mustMarshal(g.value(root, 0, 0)), true
+	return g.marshal(root), true
+}
+
+// marshal generates a value of schema s and encodes it; a value that
+// cannot be encoded (a bug, not an input) is null rather than a panic in
+// the handler.
+func (g *schemaGen) marshal(s any) []byte {
+	b, err := json.Marshal(g.value(s, 0, 0))
+	if err != nil {
+		return []byte("null")
+	}
+	return b
 }
 
 // decodeSchema decodes a schema, numbers kept exact.
@@ -77,7 +88,7 @@ func toolArguments(raw json.RawMessage, last string) string {
 		}
 	}
 	g := &schemaGen{root: root, values: maxValues, bytes: maxStringBytes}
-	return string(mustMarshal(g.value(root, 0, 0)))
+	return string(g.marshal(root))
 }
 
 // schemaGen generates one value; values and bytes are what is left of
@@ -494,6 +505,9 @@ func number(m map[string]any, variant int, integer bool) json.Number {
 		default:
 			v = hi
 		}
+	}
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		v = 0 // a multipleOf so small the division overflowed; JSON has no Inf
 	}
 	if integer || v == math.Trunc(v) && math.Abs(v) < 1<<53 {
 		return json.Number(strconv.FormatFloat(v, 'f', -1, 64))

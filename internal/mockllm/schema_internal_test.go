@@ -87,6 +87,8 @@ func TestSchemaValueBounded(t *testing.T) {
 		`{"type":"array","items":{"type":"string"},"minItems":1000000000}`,
 		`{"type":"string","minLength":1000000000}`,
 		`{"type":"array","minItems":1000000000}`,
+		`{"type":"number","minimum":1e300,"multipleOf":1e-300}`,
+		`{"type":"integer","minimum":1e308,"multipleOf":1e-320}`,
 		`{"type":"object","minProperties":1000000000}`,
 		`{"allOf":[{"$ref":"#/$defs/a"},{"$ref":"#/$defs/a"}],"$defs":{"a":{"allOf":[{"$ref":"#/$defs/b"},{"$ref":"#/$defs/b"}]},"b":{"allOf":[{"$ref":"#/$defs/a"},{"$ref":"#/$defs/a"}]}}}`,
 		`{"type":"object","additionalProperties":{"type":"string","minLength":100000},"minProperties":1000000000}`,
