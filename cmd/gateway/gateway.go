@@ -311,6 +311,16 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		mem := cache.NewMemory(cache.MemoryOptions{})
 		gw.closers = append(gw.closers, func() { _ = mem.Close() })
 		so.Cache = mem
+		if cfg.AdminToken != "" {
+			// Console sign-outs outlive a restart: a signed-out cookie
+			// must never work again.
+			rev, err := console.OpenBoltRevocations(cfg.DataDir, o.Now)
+			if err != nil {
+				return nil, err
+			}
+			gw.closers = append(gw.closers, func() { _ = rev.Close() })
+			so.Console.Revocations = rev
+		}
 	}
 	// Stored-object ownership: in Redis in distributed mode, in a bbolt
 	// file under CORRAL_DATA_DIR in embedded mode, so a restart forgets

@@ -57,8 +57,8 @@ type Options struct {
 	// request, for a gateway behind a TLS-terminating proxy
 	// (CORRAL_CONSOLE_SECURE_COOKIE); a TLS request always gets it.
 	SecureCookie bool
-	// Revocations holds signed-out sessions: Redis when distributed.
-	// Default: in memory (embedded mode, one instance).
+	// Revocations holds signed-out sessions: Redis when distributed, the
+	// data dir's sessions.db when embedded. Default: in memory.
 	Revocations Revocations
 	// Logger receives the console's errors. Default: discard.
 	Logger *slog.Logger
