@@ -123,9 +123,8 @@ type Revocations interface {
 // MemoryRevocations keeps revoked sessions in process, for one instance
 // that need not remember them across a restart (the gateway's embedded
 // mode keeps them in BoltRevocations, so a restart forgets no sign-out).
-// It holds one
-// entry per sign-out of the last SessionTTL, each dropped once its
-// session would have expired.
+// It holds one entry per sign-out of the last SessionTTL, each dropped
+// once its session would have expired.
 type MemoryRevocations struct {
 	now func() time.Time
 	mu  sync.Mutex           // protects ids
