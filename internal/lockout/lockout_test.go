@@ -50,7 +50,7 @@ func checkRule(t *testing.T, clock *clocktest.Clock, inst ...attempter) {
 		t.Fatalf("the 5th wrong token: %+v; want it to lock the address (and be answered as wrong)", v)
 	}
 	for i, wrong := range []bool{false, true} {
-		v := on(5 + i)(ctx, a, wrong)
+		v := on(5+i)(ctx, a, wrong)
 		if !v.Refused || v.RetryAfter != time.Minute || v.Locked {
 			t.Errorf("attempt %d after the lock (wrong=%v): %+v; want refused for a minute", 6+i, wrong, v)
 		}
