@@ -23,6 +23,7 @@ import (
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/console"
 	"github.com/corralhq/corral/internal/failover"
+	"github.com/corralhq/corral/internal/lockout"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/objects"
@@ -304,6 +305,10 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 				}
 			}
 		}))
+		// Wrong admin tokens count per address across instances, and on
+		// each instance's own while Redis does not answer.
+		so.Lockout = lockout.NewFallback(lockout.NewRedis(rdb, lockout.RedisOptions{Timeout: 250 * time.Millisecond}),
+			lockout.NewMemory(lockout.MemoryOptions{Now: o.Now}), health)
 		so.Limiter = ratelimit.NewFallback(
 			ratelimit.NewRedis(rdb, ratelimit.RedisOptions{Timeout: 250 * time.Millisecond}),
 			ratelimit.NewMemory(ratelimit.MemoryOptions{}), log, ratelimit.FallbackOptions{Breaker: health})

@@ -42,12 +42,18 @@ func (s *Server) adminRoutes(r chi.Router) {
 }
 
 // adminAuth checks "Authorization: Bearer <CORRAL_ADMIN_TOKEN>" in
-// constant time (comparing digests, so the token's length leaks nothing).
+// constant time (comparing digests, so the token's length leaks nothing),
+// and refuses every token from an address locked out for guessing.
 func (s *Server) adminAuth(next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(s.adminToken))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := sha256.Sum256([]byte(bearerOnly(r)))
-		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		token := bearerOnly(r)
+		got := sha256.Sum256([]byte(token))
+		wrong := subtle.ConstantTimeCompare(got[:], want[:]) != 1
+		if token != "" && s.lockedOut(w, r, wrong) {
+			return
+		}
+		if wrong {
 			writeError(w, errAdminAuth)
 			return
 		}

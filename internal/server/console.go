@@ -238,7 +238,7 @@ func (s *Server) consoleRoutes(r interface {
 	Get(string, http.HandlerFunc)
 }, o ConsoleOptions) error {
 	c, err := console.New(console.Options{Backend: consoleBackend{s}, AdminToken: s.adminToken, SecureCookie: o.SecureCookie,
-		Revocations: o.Revocations, Logger: s.log, Now: s.now})
+		Revocations: o.Revocations, Lockout: s.lockout, Logger: s.log, Now: s.now})
 	if err != nil {
 		return err
 	}
