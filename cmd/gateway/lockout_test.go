@@ -135,7 +135,9 @@ func lockoutGateways(t *testing.T, n int, env ...string) []string {
 // address on instance A lock that address out on instance B too: the
 // right token is then 429 on /admin, on /metrics and at the console's
 // sign-in; another address is unaffected on both, right token and wrong
-// alike; the console's wrong sign-ins and /admin's wrong bearers add up.
+// alike, and its sign-ins reset nothing; the console's wrong sign-ins and
+// /admin's wrong bearers add up, and a right token between them resets
+// nothing either.
 func TestAdminTokenLockoutAcrossInstances(t *testing.T) {
 	rs := redistest.Start(t)
 	bases := lockoutGateways(t, 2, "CORRAL_REDIS_URL="+rs.URL())
@@ -161,11 +163,15 @@ func TestAdminTokenLockoutAcrossInstances(t *testing.T) {
 		}
 		wantSignedIn(t, "another address's sign-in on "+base, signInAt(t, other, base, "adm"))
 	}
+	wantAdmin429(t, "the guesser after another address signed in", bearerAt(t, guesser, a, "/admin/tenants", "adm"))
 
 	for i := range 3 {
 		if got := signInAt(t, mixed, a, "guess-"+strconv.Itoa(i)); got.status != http.StatusUnauthorized {
 			t.Fatalf("wrong sign-in %d on A: %d; want 401", i+1, got.status)
 		}
+	}
+	if got := bearerAt(t, mixed, b, "/admin/tenants", "adm"); got.status != http.StatusOK {
+		t.Fatalf("the right token after 3 wrong: %d; want 200", got.status)
 	}
 	for i := range 2 {
 		if got := bearerAt(t, mixed, b, "/metrics", "guess-"+strconv.Itoa(i)); got.status != http.StatusUnauthorized {
