@@ -19,7 +19,7 @@ const RetentionDays = 400
 type DayRow struct {
 	Tenant string
 	Day    string // YYYY-MM-DD, UTC
-	Model  string // the price catalog's name, or "other"
+	Model  string // the model that answered, or "other" (as Counters.ByModel)
 	ModelCounters
 }
 

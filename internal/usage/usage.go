@@ -38,8 +38,9 @@ type Counters struct {
 	SavedNanos int64
 	// UnpricedCalls counts upstream answers for a model without a price.
 	UnpricedCalls int64
-	// ByModel splits the tenant's figures by model: the price catalog's
-	// name for it, or "other", so the map stays as small as the catalog.
+	// ByModel splits the tenant's figures by model: the model that
+	// answered, or "other" for what none answered (the server names the
+	// rows from answers only, so clients cannot grow the map).
 	ByModel map[string]ModelCounters
 }
 
