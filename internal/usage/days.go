@@ -95,6 +95,8 @@ func dayKeyName(tenant, day string) string { return key(tenant) + ":d:" + day }
 // Days reads the per-day rows of tenants from Redis (summed across
 // instances) plus this instance's unflushed part, one pipeline.
 func (r *Redis) Days(ctx context.Context, tenants []string, from, to time.Time) ([]DayRow, error) {
+	r.moving.RLock() // see Get
+	defer r.moving.RUnlock()
 	ctx, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
 	defer cancel()
 	var names []dayKey
