@@ -67,6 +67,7 @@ type logRecord struct {
 	cost       spend.Nanodollars // what this request's upstream call cost (a leader, a BYPASS)
 	savedUSD   spend.Nanodollars // what a HIT, STALE or COALESCED answer saved
 	priceLabel string            // the catalog's name of the model priced; "" when none was
+	usageRow   string            // the model of the usage row it counts in (usageModel); "" for other
 	err        string            // the cause behind a 5xx, never shown to the client
 	bypass     string            // why a request was never cached (a Responses background run, ...)
 }

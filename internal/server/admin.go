@@ -176,7 +176,7 @@ type usageJSON struct {
 }
 
 // modelUsageJSON is one model's part of a tenant's usage; models are named
-// as the price catalog names them (other: everything it does not price).
+// as they answered (usageModel; other: what no model answered).
 type modelUsageJSON struct {
 	Requests      int64             `json:"requests"`
 	UpstreamCalls int64             `json:"upstream_calls"`

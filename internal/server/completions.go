@@ -195,7 +195,8 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 	// the priced estimate.
 	rec := recordFrom(r.Context())
 	ro := relayOptions{format: c.format, endpoint: c.endpoint}
-	ro.usage = func(u wire.Usage) {
+	ro.usage = func(u wire.Usage) { // called on a 200 answer only
+		rec.usageRow = answeredModel(u.Model, c.facts.Model)
 		if cost := s.chargeBypass(c.t.ID, c.facts.Model, u); u.Known {
 			rec.cost = cost
 		}
@@ -408,6 +409,7 @@ func (s *Server) account(rec *logRecord, c *call, f *coalesce.Flight, source coa
 		rec.prompt, rec.completion = e.PromptTokens, e.CompletionTokens
 		pa := s.priceEntry(e, rec.model)
 		rec.cost, rec.priceLabel = pa.cost, pa.label
+		rec.usageRow = usageModel(e, rec.model)
 		if f.Ended() { // the upstream time is known when the flight ends
 			done, _ := f.Result()
 			rec.upstreamMS = float64(done.Upstream.Microseconds()) / 1000

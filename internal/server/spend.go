@@ -55,35 +55,39 @@ func (s *Server) chargeBypass(tenant, requested string, u wire.Usage) spend.Nano
 	c := s.callCounters(tenant, requested, &entry.Entry{Status: http.StatusOK, Model: u.Model, PromptTokens: u.Prompt,
 		CompletionTokens: u.Completion, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite})
 	c.UpstreamCalls = 0
+	for name, m := range c.ByModel { // and in its row
+		m.UpstreamCalls = 0
+		c.ByModel[name] = m
+	}
 	s.usage.Add(tenant, c)
 	return spend.Nanodollars(c.CostNanos)
 }
 
-// callCounters are one upstream call's usage counters, and its cost in the
-// cost metric.
+// callCounters are one upstream call's usage counters, in the row of the
+// model that answered it (usageModel; a call that failed is in other's),
+// and its cost in the cost metric (labelled by the price catalog's name).
 func (s *Server) callCounters(tenant, requested string, e *entry.Entry) usage.Counters {
 	c := usage.Counters{UpstreamCalls: 1}
-	label := spend.OtherModel
+	row := usage.ModelCounters{UpstreamCalls: 1}
 	if e != nil {
 		c.TokensUsed = int64(e.PromptTokens + e.CompletionTokens)
+		row.InputTokens, row.OutputTokens = int64(e.PromptTokens), int64(e.CompletionTokens)
 		if e.Status == http.StatusOK {
 			pa := s.priceEntry(e, requested)
-			label = pa.label
 			c.CostNanos = int64(pa.cost)
 			if !pa.priced {
 				c.UnpricedCalls = 1
 			}
-			s.metrics.Cost(tenant, label, int64(pa.cost))
+			s.metrics.Cost(tenant, pa.label, int64(pa.cost))
 		}
-		c.ByModel = map[string]usage.ModelCounters{label: {
-			UpstreamCalls: 1, InputTokens: int64(e.PromptTokens), OutputTokens: int64(e.CompletionTokens), CostNanos: c.CostNanos,
-		}}
+		row.CostNanos = c.CostNanos
 	}
+	c.ByModel = map[string]usage.ModelCounters{usageModel(e, requested): row}
 	return c
 }
 
-// modelLabel is the catalog's name for a request's model, for the usage
-// split by model.
+// modelLabel is the catalog's name for a request's model, for the metrics
+// split by model (bounded by the catalog).
 func (s *Server) modelLabel(rec *logRecord) string {
 	if rec.priceLabel != "" {
 		return rec.priceLabel
@@ -96,4 +100,5 @@ func (s *Server) modelLabel(rec *logRecord) string {
 func (s *Server) noteSaved(rec *logRecord, e *entry.Entry) {
 	pa := s.priceEntry(e, rec.model)
 	rec.savedUSD, rec.priceLabel = pa.cost, pa.label
+	rec.usageRow = usageModel(e, rec.model)
 }

@@ -38,8 +38,9 @@ type Counters struct {
 	SavedNanos int64
 	// UnpricedCalls counts upstream answers for a model without a price.
 	UnpricedCalls int64
-	// ByModel splits the tenant's figures by model: the price catalog's
-	// name for it, or "other", so the map stays as small as the catalog.
+	// ByModel splits the tenant's figures by model: the model that
+	// answered, or "other" for what none answered (the server names the
+	// rows from answers only, so clients cannot grow the map).
 	ByModel map[string]ModelCounters
 }
 
@@ -260,9 +261,14 @@ type Redis struct {
 	rdb     redis.UniversalClient
 	opts    RedisOptions
 	pending *Memory
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	// moving is held by a flush from the moment it takes the pending
+	// counters until Redis has them (or they are put back), and shared
+	// by a read of Redis plus the pending part: a read never sees a
+	// batch in neither place, or in both.
+	moving sync.RWMutex
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
 }
 
 // NewRedis starts a recorder that flushes to rdb.
@@ -290,6 +296,8 @@ func (r *Redis) Add(tenant string, c Counters) { r.pending.Add(tenant, c) }
 // Get returns Redis's counters for tenant plus this instance's unflushed
 // ones.
 func (r *Redis) Get(ctx context.Context, tenant string) (Counters, error) {
+	r.moving.RLock() // before the deadline: a flush holds it at most its own OpTimeout
+	defer r.moving.RUnlock()
 	ctx, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
 	defer cancel()
 	vals, err := r.rdb.HGetAll(ctx, key(tenant)).Result()
@@ -308,6 +316,8 @@ func (r *Redis) Get(ctx context.Context, tenant string) (Counters, error) {
 // Flush writes the unflushed counters now. On failure they are kept for
 // the next flush.
 func (r *Redis) Flush(ctx context.Context) error {
+	r.moving.Lock()
+	defer r.moving.Unlock()
 	batch, days := r.pending.take()
 	if len(batch) == 0 && len(days) == 0 {
 		return nil
