@@ -161,26 +161,28 @@ func (s *streamAssembler) Finish() ([]byte, wire.Usage, error) {
 
 // Usage implements wire.Format: the usage object of a whole answer
 // (chat, completions, embeddings) and its model. prompt_tokens includes
-// prompt_tokens_details.cached_tokens.
+// prompt_tokens_details.cached_tokens. A usage object without
+// prompt_tokens, or with a figure wire.Count refuses or Usage.Checked
+// disbelieves, is unread.
 func (Format) Usage(body []byte) wire.Usage {
 	var v struct {
 		Model string `json:"model"`
 		Usage *struct {
-			PromptTokens        int `json:"prompt_tokens"`
-			CompletionTokens    int `json:"completion_tokens"`
+			PromptTokens        *wire.Count `json:"prompt_tokens"`
+			CompletionTokens    wire.Count  `json:"completion_tokens"`
 			PromptTokensDetails *struct {
-				CachedTokens int `json:"cached_tokens"`
+				CachedTokens wire.Count `json:"cached_tokens"`
 			} `json:"prompt_tokens_details"`
 		} `json:"usage"`
 	}
-	if json.Unmarshal(body, &v) != nil || v.Usage == nil {
+	if json.Unmarshal(body, &v) != nil || v.Usage == nil || v.Usage.PromptTokens == nil {
 		return wire.Usage{}
 	}
-	u := wire.Usage{Prompt: v.Usage.PromptTokens, Completion: v.Usage.CompletionTokens, Model: v.Model, Known: true}
+	u := wire.Usage{Prompt: int(*v.Usage.PromptTokens), Completion: int(v.Usage.CompletionTokens), Model: v.Model, Known: true}
 	if d := v.Usage.PromptTokensDetails; d != nil {
-		u.Cached = d.CachedTokens
+		u.Cached = int(d.CachedTokens)
 	}
-	return u
+	return u.Checked()
 }
 
 // Replay implements wire.Format with Replay.
