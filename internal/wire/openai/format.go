@@ -100,12 +100,11 @@ func tokenEstimate(endpoint string, bodyBytes, maxTokens, n int) int {
 	return EstimateTokens(bodyBytes, maxTokens, n)
 }
 
-// Prepare implements wire.Format: a streaming request whose client did
-// not ask for the usage chunk itself (a top-level
-// stream_options.include_usage: true) is sent asking for it
-// (WithStreamUsage).
+// Prepare implements wire.Format: every streaming request is sent asking
+// for the usage chunk under every spelling of include_usage it holds
+// (WithStreamUsage); one that already asks under each is sent as it came.
 func (Format) Prepare(f wire.Facts, body []byte) ([]byte, bool) {
-	if !f.Stream || f.IncludeUsage {
+	if !f.Stream {
 		return body, false
 	}
 	return WithStreamUsage(body)
