@@ -37,37 +37,50 @@ func (s *Server) priceEntry(e *entry.Entry, requested string) pricedAnswer {
 }
 
 // chargeCall counts one upstream call that answered e: its cost, or an
-// unpriced call, in the usage counters and the cost metric.
-func (s *Server) chargeCall(tenant, requested string, e *entry.Entry) spend.Nanodollars {
-	c := s.callCounters(tenant, requested, e)
+// unpriced call, in the usage counters and the cost metric. An answer
+// whose usage was unread costs estimate (callCost).
+func (s *Server) chargeCall(tenant, requested string, e *entry.Entry, estimate spend.Nanodollars) spend.Nanodollars {
+	c := s.callCounters(tenant, requested, e, estimate)
 	s.usage.Add(tenant, c)
 	return spend.Nanodollars(c.CostNanos)
 }
 
-// chargeBypass counts what a BYPASS call's answer used and cost, read
-// from the answer as it was relayed (u.Known false: an answer that showed
-// no usage, counted as an upstream call only). The call itself is counted
-// where every forwarded call is (countForwarded).
-func (s *Server) chargeBypass(tenant, requested string, u wire.Usage) spend.Nanodollars {
-	if !u.Known {
-		return 0
+// callCost prices an upstream call's answer: its usage at today's prices,
+// or, when its usage was unread (none came, or none Corral believes:
+// wire.Count), estimate, the priced estimate its reservation held, so an
+// answer never costs less than its estimate for want of a usage Corral
+// can read.
+func (s *Server) callCost(e *entry.Entry, requested string, estimate spend.Nanodollars) pricedAnswer {
+	pa := s.priceEntry(e, requested)
+	if e != nil && e.Status == http.StatusOK && e.UsageUnread && pa.priced {
+		pa.cost = max(pa.cost, estimate)
 	}
-	c := s.callCounters(tenant, requested, &entry.Entry{Status: http.StatusOK, Model: u.Model, PromptTokens: u.Prompt,
-		CompletionTokens: u.Completion, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite})
+	return pa
+}
+
+// chargeBypass counts what a BYPASS call's answer used and cost, read
+// from the answer as it was relayed; an answer whose usage is unknown
+// (u.Known false: none came, or none Corral believes) costs estimate, the
+// priced estimate its reservation holds. The call itself is counted where
+// every forwarded call is (countForwarded).
+func (s *Server) chargeBypass(tenant, requested string, u wire.Usage, estimate spend.Nanodollars) spend.Nanodollars {
+	e := &entry.Entry{Status: http.StatusOK, Model: u.Model, PromptTokens: u.Prompt,
+		CompletionTokens: u.Completion, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite, UsageUnread: !u.Known}
+	c := s.callCounters(tenant, requested, e, estimate)
 	c.UpstreamCalls = 0
 	s.usage.Add(tenant, c)
 	return spend.Nanodollars(c.CostNanos)
 }
 
 // callCounters are one upstream call's usage counters, and its cost in the
-// cost metric.
-func (s *Server) callCounters(tenant, requested string, e *entry.Entry) usage.Counters {
+// cost metric (callCost: estimate for an answer whose usage was unread).
+func (s *Server) callCounters(tenant, requested string, e *entry.Entry, estimate spend.Nanodollars) usage.Counters {
 	c := usage.Counters{UpstreamCalls: 1}
 	label := spend.OtherModel
 	if e != nil {
 		c.TokensUsed = int64(e.PromptTokens + e.CompletionTokens)
 		if e.Status == http.StatusOK {
-			pa := s.priceEntry(e, requested)
+			pa := s.callCost(e, requested, estimate)
 			label = pa.label
 			c.CostNanos = int64(pa.cost)
 			if !pa.priced {
