@@ -210,33 +210,44 @@ func TestUncachedStreamsChargedTheirUsage(t *testing.T) {
 
 // TestBudgetAdmitsWhatItCanPay: a day budget of three calls' real cost
 // admits three BYPASS streams, not the many more their estimates would
-// pay for; the fourth is refused and never forwarded.
+// pay for; the fourth is refused and never forwarded. In memory, and
+// across two instances sharing a real redis-server's ledger.
 func TestBudgetAdmitsWhatItCanPay(t *testing.T) {
-	fake := &figuresUpstream{}
-	h := newHarness(t, withAdmin, withPrices, withFigures(fake, 3*realCost, true))
-	ctx := context.Background()
 	body := `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"real budget"}]}`
 	f, err := openai.Format{}.Parse("figures", "/chat/completions", []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if est := h.srv.estimateCost("gpt-4o-mini", f.Estimate); 4*est > realCost {
-		t.Fatalf("estimate %s is not below a quarter of the real cost %s: the test could not tell them apart", est, realCost)
-	}
-	admitted := 0
-	for range 12 {
-		a := postFigures(ctx, h, "/chat/completions", body, "Cache-Control", "no-store")
-		if a.status == http.StatusTooManyRequests {
-			break
-		}
-		if a.status != http.StatusOK {
-			t.Fatalf("%d %s", a.status, a.body)
-		}
-		admitted++
-		settledUsage(t, h)
-	}
-	if n := len(fake.written()); admitted != 3 || n != 3 {
-		t.Errorf("admitted %d calls, %d reached the upstream; want 3 and 3", admitted, n)
+	for _, instances := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d instances", instances), func(t *testing.T) {
+			fake := &figuresUpstream{}
+			opts := []func(*harnessOptions){withAdmin, withPrices, withFigures(fake, 3*realCost, true)}
+			var h *harness
+			if instances == 1 {
+				h = newHarness(t, opts...)
+			} else {
+				h, _ = distributed(t, instances, opts...)
+			}
+			if est := h.srv.estimateCost("gpt-4o-mini", f.Estimate); 4*est > realCost {
+				t.Fatalf("estimate %s is not below a quarter of the real cost %s: the test could not tell them apart", est, realCost)
+			}
+			admitted := 0
+			for i := range 12 {
+				a := postJSON(context.Background(), h.bases()[i%instances]+"/v1/chat/completions", body,
+					[]string{"Authorization", "Bearer " + figuresKey, "Cache-Control", "no-store"}, readAll)
+				if a.status == http.StatusTooManyRequests {
+					break
+				}
+				if a.status != http.StatusOK {
+					t.Fatalf("%d %s", a.status, a.body)
+				}
+				admitted++
+				settledUsage(t, h)
+			}
+			if n := len(fake.written()); admitted != 3 || n != 3 {
+				t.Errorf("admitted %d calls, %d reached the upstream; want 3 and 3", admitted, n)
+			}
+		})
 	}
 }
 
