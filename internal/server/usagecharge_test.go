@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -397,6 +398,36 @@ func TestDifferentlyCasedIncludeUsageIsOverridden(t *testing.T) {
 			asked := strings.Contains(opts, `"include_usage":true`)
 			if got := strings.Contains(a.body, `"choices":[]`); got != asked {
 				t.Errorf("usage chunk relayed: %v; want %v:\n%s", got, asked, a.body)
+			}
+		})
+	}
+}
+
+// TestMessagesBypassChargedItsUsage: a Messages BYPASS, streamed and not,
+// is charged the usage its answer carries (message_start and
+// message_delta in a stream), against the budget and in cost_usd.
+func TestMessagesBypassChargedItsUsage(t *testing.T) {
+	// 50 input × 3,000 + 2,000 cache reads × 300 + 1,000 cache writes ×
+	// 3,750 + 300 output × 15,000 nano-dollars (pricedUpstream's usage at
+	// the test catalog's claude-sonnet-4* prices).
+	const want spend.Nanodollars = 9_000_000
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			var calls atomic.Int64
+			h := newHarness(t, withAnthropic, withAdmin, withPrices, withCapped(spend.Dollar, &calls))
+			body := fmt.Sprintf(`{"model":"claude-sonnet-4-5","max_tokens":64,"stream":%v,"messages":[{"role":"user","content":"bypassed"}]}`, stream)
+			a := postMessages(context.Background(), h.gw.URL+"/v1/messages", cappedKey, body, "Anthropic-Version", "2023-06-01", "Cache-Control", "no-store")
+			if a.status != http.StatusOK || a.header.Get("X-Corral-Cache") != cacheBypass {
+				t.Fatalf("%d %s %s", a.status, a.header.Get("X-Corral-Cache"), a.body)
+			}
+			var u figuresUsage
+			waitFor(t, func() bool {
+				_, raw := adminDo(t, h.gw.URL, "GET", "/admin/tenants/capped/usage", adminToken)
+				u = figuresUsage{}
+				return json.Unmarshal([]byte(raw), &u) == nil && len(u.Budgets) == 1 && u.Budgets[0].ReservedUSD == 0
+			})
+			if u.CostUSD != want || u.Budgets[0].SpentUSD != want || calls.Load() != 1 {
+				t.Errorf("cost_usd %s, spent %s after %d calls; want %s, one call", u.CostUSD, u.Budgets[0].SpentUSD, calls.Load(), want)
 			}
 		})
 	}
