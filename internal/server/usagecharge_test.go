@@ -14,6 +14,7 @@ import (
 
 	"github.com/corralhq/corral/internal/spend"
 	"github.com/corralhq/corral/internal/tenant"
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/corralhq/corral/internal/wire/openai"
 	"github.com/corralhq/corral/internal/wire/responses"
 )
@@ -430,5 +431,14 @@ func TestMessagesBypassChargedItsUsage(t *testing.T) {
 				t.Errorf("cost_usd %s, spent %s after %d calls; want %s, one call", u.CostUSD, u.Budgets[0].SpentUSD, calls.Load(), want)
 			}
 		})
+	}
+}
+
+// TestUsageBoundIsThePriceBound: the largest usage figure Corral believes
+// is the largest count a cost is computed within, so a believed figure is
+// never clamped when it is priced.
+func TestUsageBoundIsThePriceBound(t *testing.T) {
+	if wire.MaxTokens != spend.MaxTokens {
+		t.Errorf("wire.MaxTokens = %d, spend.MaxTokens = %d; want them equal", wire.MaxTokens, spend.MaxTokens)
 	}
 }

@@ -7,9 +7,11 @@ import (
 
 // MaxTokens is the largest usage figure Corral believes (2³⁰ tokens, a
 // thousand times any context window; it equals spend.MaxTokens, the bound
-// a cost is computed within, and is the bound the usage counters clamp
-// to). An answer reporting more in any one figure is treated as one whose
-// usage cannot be read.
+// a cost is computed within). An answer reporting more in any one figure
+// is treated as one whose usage cannot be read, so no figure from an
+// upstream larger than this reaches the usage counters, the metrics or
+// the spend ledger; code that clamps counts of its own (the usage flush)
+// can use the same bound.
 const MaxTokens = 1 << 30
 
 // ErrBadCount is a usage figure that is not a whole number of tokens from
