@@ -65,6 +65,9 @@ type Request struct {
 	Leaders    Leaders // the tenant's semaphore of upstream calls
 	MaxLeaders int
 	Tokens     Tokens // nil: no tokens/min limit
+	// Estimate is the call's token estimate (wire.Facts.Estimate), which
+	// the Observer charges for an answer whose usage cannot be read.
+	Estimate int
 }
 
 // Source is where an answer came from, as X-Corral-Cache names it.

@@ -64,6 +64,22 @@ func (c caller) Call(ctx context.Context, req *coalesce.Request) (*coalesce.Resp
 	return out, nil
 }
 
+// sendPrepared sends a forwarded call whose body may have been prepared
+// from the client's original (nil: it was not), with the flight's rules
+// for an upstream that refuses the prepared stream_options.
+func (s *Server) sendPrepared(ctx context.Context, rt route, req upstream.Request, original []byte) (*http.Response, error) {
+	if original != nil && s.splice.skip(rt.pin, s.serving(apiOf(req.Path), rt.model)) {
+		req.Body, original = original, nil
+	}
+	resp, err := s.sendRoute(ctx, rt, req)
+	if err != nil || original == nil {
+		return resp, err
+	}
+	resp, _, err = caller{s}.unspliced(ctx, &coalesce.Request{Tenant: req.Tenant, Endpoint: req.Path, Query: req.RawQuery,
+		Model: rt.model, Upstream: rt.pin, Header: req.Header, Original: original}, resp)
+	return resp, err
+}
+
 // unspliced looks at the answer to a prepared body. A 400 whose param
 // names stream_options is that upstream's refusal of the splice: the
 // client's own body goes to the same upstream, and when that one is not
@@ -126,7 +142,7 @@ func (o observer) Called(req *coalesce.Request, out coalesce.Outcome, err error,
 	}
 	o.s.metrics.Upstream(req.Tenant, req.Model, outcome, d)
 	o.s.metrics.Tokens(req.Tenant, req.Model, prompt, completion)
-	cost := o.s.chargeCall(req.Tenant, req.Model, answered)
+	cost := o.s.chargeCall(req.Tenant, req.Model, answered, o.s.estimateCost(req.Model, req.Estimate))
 	o.s.settleBudget(context.Background(), req.Tenant, req.Tokens, cost)
 }
 

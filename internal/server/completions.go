@@ -190,19 +190,24 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	// A BYPASS is counted in the tenant's usage (tokens, cost, by model)
 	// from its answer's usage, read as it is relayed, and charged that
-	// actual cost against a budget; an answer without usage (a stream
-	// that did not ask for it, one cut short) is charged its reservation,
-	// the priced estimate.
+	// actual cost against a budget. A stream is sent asking for its usage
+	// as a flight's is (wire.Format.Prepare), the usage chunk hidden from
+	// a client that did not ask for it. An answer whose usage is unknown
+	// (none came, or none Corral believes) is charged its estimate, and
+	// so is one cut short: its reservation stands.
 	rec := recordFrom(r.Context())
-	ro := relayOptions{format: c.format, endpoint: c.endpoint}
+	estimate := s.estimateCost(c.facts.Model, c.facts.Estimate)
+	ro := relayOptions{format: c.format, endpoint: c.endpoint, skip: c.format.Hidden(c.facts)}
 	ro.usage = func(u wire.Usage) { // called on a 200 answer only
 		rec.usageRow = answeredModel(u.Model, c.facts.Model)
-		if cost := s.chargeBypass(c.t.ID, c.facts.Model, u); u.Known {
-			rec.cost = cost
-		}
+		rec.cost = s.chargeBypass(c.t.ID, c.facts.Model, u, estimate)
+	}
+	body := c.body
+	if prepared, changed := c.format.Prepare(c.facts, c.body); changed {
+		body, ro.original = prepared, c.body
 	}
 	if c.t.Budget.Set() {
-		fc := &flightCharge{s: s, t: c.t, estimate: s.estimateCost(c.facts.Model, c.facts.Estimate)}
+		fc := &flightCharge{s: s, t: c.t, estimate: estimate}
 		if err := fc.Take(r.Context()); err != nil {
 			writeError(w, statusError(err))
 			return
@@ -212,9 +217,9 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	rec.cache = cacheBypass
 	setCacheHeaders(w.Header(), cacheBypass, nil, false, c.ctl, s.now())
-	req := upstream.Request{Method: http.MethodPost, Path: c.endpoint, RawQuery: c.query, Header: r.Header, Body: c.body}
+	req := upstream.Request{Method: http.MethodPost, Path: c.endpoint, RawQuery: c.query, Header: r.Header, Body: body}
 	if c.stored != nil {
-		s.forwardObjects(w, r, c.t, c.route(), req, objects.Access{Kind: storedKind(c.endpoint)}, true)
+		s.forwardObjects(w, r, c.t, c.route(), req, objects.Access{Kind: storedKind(c.endpoint)}, true, ro)
 		return
 	}
 	s.forwardWith(w, r, c.route(), req, ro)
@@ -247,6 +252,7 @@ func (s *Server) flightRequest(c *call) *coalesce.Request {
 		Body:                 c.body,
 		Leaders:              c.t.Leaders,
 		MaxLeaders:           c.t.MaxLeaders,
+		Estimate:             c.facts.Estimate,
 	}
 }
 
@@ -407,7 +413,7 @@ func (s *Server) account(rec *logRecord, c *call, f *coalesce.Flight, source coa
 	switch source {
 	case coalesce.Miss:
 		rec.prompt, rec.completion = e.PromptTokens, e.CompletionTokens
-		pa := s.priceEntry(e, rec.model)
+		pa := s.callCost(e, rec.model, s.estimateCost(c.facts.Model, c.facts.Estimate))
 		rec.cost, rec.priceLabel = pa.cost, pa.label
 		rec.usageRow = usageModel(e, rec.model)
 		if f.Ended() { // the upstream time is known when the flight ends

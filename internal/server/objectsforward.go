@@ -100,8 +100,10 @@ func (rc *recorder) event(data []byte) {
 
 // forwardObjects forwards a request on an object path and records what
 // its answer created, removing the record when the object was deleted.
-func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, rt route, req upstream.Request, acc objects.Access, creates bool) {
-	resp, finish := s.forwardCall(w, r, rt, req)
+// o is how a model call's answer is relayed (its usage read, its stream's
+// hidden events, its original body); zero for other object paths.
+func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, rt route, req upstream.Request, acc objects.Access, creates bool, o relayOptions) {
+	resp, finish := s.forwardCall(w, r, rt, req, o.original)
 	if resp == nil {
 		return
 	}
@@ -121,7 +123,7 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 	case !ok:
 		s.relay(w, r, resp)
 	case isEventStream(resp.Header):
-		o := relayOptions{onEvent: rc.event}
+		o.onEvent = rc.event
 		if acc.Kind == "response" {
 			// A Responses stream ends with its end event; one whose body
 			// ends first was cut and gets the API's error event.
@@ -140,13 +142,16 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 			upstream.CopyResponseHeader(w.Header(), resp.Header)
 			w.WriteHeader(resp.StatusCode)
 			_, _ = w.Write(body)
+			if o.usage != nil && resp.StatusCode == http.StatusOK && o.format.Answer(o.endpoint, body) {
+				o.usage(o.format.Usage(body))
+			}
 			return
 		}
 		resp.Body = struct {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
-		s.relay(w, r, resp)
+		s.relayWith(w, r, resp, o)
 	default:
 		s.relay(w, r, resp)
 	}

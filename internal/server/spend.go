@@ -37,23 +37,36 @@ func (s *Server) priceEntry(e *entry.Entry, requested string) pricedAnswer {
 }
 
 // chargeCall counts one upstream call that answered e: its cost, or an
-// unpriced call, in the usage counters and the cost metric.
-func (s *Server) chargeCall(tenant, requested string, e *entry.Entry) spend.Nanodollars {
-	c := s.callCounters(tenant, requested, e)
+// unpriced call, in the usage counters and the cost metric. An answer
+// whose usage was unread costs estimate (callCost).
+func (s *Server) chargeCall(tenant, requested string, e *entry.Entry, estimate spend.Nanodollars) spend.Nanodollars {
+	c := s.callCounters(tenant, requested, e, estimate)
 	s.usage.Add(tenant, c)
 	return spend.Nanodollars(c.CostNanos)
 }
 
-// chargeBypass counts what a BYPASS call's answer used and cost, read
-// from the answer as it was relayed (u.Known false: an answer that showed
-// no usage, counted as an upstream call only). The call itself is counted
-// where every forwarded call is (countForwarded).
-func (s *Server) chargeBypass(tenant, requested string, u wire.Usage) spend.Nanodollars {
-	if !u.Known {
-		return 0
+// callCost prices an upstream call's answer: its usage at today's prices,
+// or, when its usage was unread (none came, or none Corral believes:
+// wire.Count), estimate, the priced estimate its reservation held, so an
+// answer never costs less than its estimate for want of a usage Corral
+// can read.
+func (s *Server) callCost(e *entry.Entry, requested string, estimate spend.Nanodollars) pricedAnswer {
+	pa := s.priceEntry(e, requested)
+	if e != nil && e.Status == http.StatusOK && e.UsageUnread && pa.priced {
+		pa.cost = max(pa.cost, estimate)
 	}
-	c := s.callCounters(tenant, requested, &entry.Entry{Status: http.StatusOK, Model: u.Model, PromptTokens: u.Prompt,
-		CompletionTokens: u.Completion, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite})
+	return pa
+}
+
+// chargeBypass counts what a BYPASS call's answer used and cost, read
+// from the answer as it was relayed; an answer whose usage is unknown
+// (u.Known false: none came, or none Corral believes) costs estimate, the
+// priced estimate its reservation holds. The call itself is counted where
+// every forwarded call is (countForwarded).
+func (s *Server) chargeBypass(tenant, requested string, u wire.Usage, estimate spend.Nanodollars) spend.Nanodollars {
+	e := &entry.Entry{Status: http.StatusOK, Model: u.Model, PromptTokens: u.Prompt,
+		CompletionTokens: u.Completion, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite, UsageUnread: !u.Known}
+	c := s.callCounters(tenant, requested, e, estimate)
 	c.UpstreamCalls = 0
 	for name, m := range c.ByModel { // and in its row
 		m.UpstreamCalls = 0
@@ -65,15 +78,16 @@ func (s *Server) chargeBypass(tenant, requested string, u wire.Usage) spend.Nano
 
 // callCounters are one upstream call's usage counters, in the row of the
 // model that answered it (usageModel; a call that failed is in other's),
-// and its cost in the cost metric (labelled by the price catalog's name).
-func (s *Server) callCounters(tenant, requested string, e *entry.Entry) usage.Counters {
+// and its cost in the cost metric (labelled by the price catalog's name;
+// callCost: estimate for an answer whose usage was unread).
+func (s *Server) callCounters(tenant, requested string, e *entry.Entry, estimate spend.Nanodollars) usage.Counters {
 	c := usage.Counters{UpstreamCalls: 1}
 	row := usage.ModelCounters{UpstreamCalls: 1}
 	if e != nil {
 		c.TokensUsed = int64(e.PromptTokens + e.CompletionTokens)
 		row.InputTokens, row.OutputTokens = int64(e.PromptTokens), int64(e.CompletionTokens)
 		if e.Status == http.StatusOK {
-			pa := s.priceEntry(e, requested)
+			pa := s.callCost(e, requested, estimate)
 			c.CostNanos = int64(pa.cost)
 			if !pa.priced {
 				c.UnpricedCalls = 1

@@ -102,7 +102,9 @@ type Usage struct {
 	// "" when the answer does not say.
 	Model string
 	// Known is false when the answer carried no usage (a stream that did
-	// not ask for it); real usage is then not charged.
+	// not ask for it) or usage Corral does not believe (a figure Count
+	// refuses, or one Checked disbelieves); the call is then charged its
+	// estimate, never less.
 	Known bool
 }
 

@@ -139,26 +139,28 @@ func (Format) IsEnd(ev []byte) bool {
 func (Format) NewAssembler(string) wire.Assembler { return &Assembler{} }
 
 // Usage implements wire.Format: input_tokens (input_tokens_details.cached_tokens
-// included) and output_tokens of a response, and its model.
+// included) and output_tokens of a response, and its model. A usage object
+// without both, or with a figure wire.Count refuses or Usage.Checked
+// disbelieves, is unread.
 func (Format) Usage(body []byte) wire.Usage {
 	var v struct {
 		Model string `json:"model"`
 		Usage *struct {
-			InputTokens        int `json:"input_tokens"`
-			OutputTokens       int `json:"output_tokens"`
+			InputTokens        *wire.Count `json:"input_tokens"`
+			OutputTokens       *wire.Count `json:"output_tokens"`
 			InputTokensDetails *struct {
-				CachedTokens int `json:"cached_tokens"`
+				CachedTokens wire.Count `json:"cached_tokens"`
 			} `json:"input_tokens_details"`
 		} `json:"usage"`
 	}
-	if json.Unmarshal(body, &v) != nil || v.Usage == nil {
+	if json.Unmarshal(body, &v) != nil || v.Usage == nil || v.Usage.InputTokens == nil || v.Usage.OutputTokens == nil {
 		return wire.Usage{}
 	}
-	u := wire.Usage{Prompt: v.Usage.InputTokens, Completion: v.Usage.OutputTokens, Model: v.Model, Known: true}
+	u := wire.Usage{Prompt: int(*v.Usage.InputTokens), Completion: int(*v.Usage.OutputTokens), Model: v.Model, Known: true}
 	if d := v.Usage.InputTokensDetails; d != nil {
-		u.Cached = d.CachedTokens
+		u.Cached = int(d.CachedTokens)
 	}
-	return u
+	return u.Checked()
 }
 
 // Answer implements wire.Format: a response object (object "response"
