@@ -215,8 +215,8 @@ func TestNotificationsAndRevision(t *testing.T) {
 		case <-deadline:
 			t.Fatal("no notification of a change")
 		}
-		if rev, _ := s.Revision(ctx); rev != rev0+1 {
-			t.Errorf("revision %d after one change from %d", rev, rev0)
+		if rev, _ := s.Revision(ctx); rev.N != rev0.N+1 || rev.Epoch != rev0.Epoch || rev.Epoch == "" {
+			t.Errorf("revision %v after one change from %v", rev, rev0)
 		}
 	})
 }
@@ -300,8 +300,8 @@ func TestRedisKeysAreDurable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != 4 {
-		t.Errorf("keys = %v; want tenants, audit, rev, used", keys)
+	if len(keys) != 5 {
+		t.Errorf("keys = %v; want tenants, audit, rev, epoch, used", keys)
 	}
 	for _, k := range keys {
 		if ttl, _ := rdb.TTL(ctx, k).Result(); ttl != -1 {
