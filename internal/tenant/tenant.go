@@ -13,6 +13,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"sync/atomic"
@@ -209,7 +210,7 @@ func rebuild(prev *Registry, specs []Spec) (*Registry, error) {
 			u := prev.usedOf(k.ID)
 			var exp int64
 			if !k.ExpiresAt.IsZero() {
-				exp = k.ExpiresAt.UnixNano()
+				exp = expiryNanos(k.ExpiresAt)
 			}
 			if err := r.addKey(t, k.SHA256, u, exp); err != nil {
 				return nil, err
@@ -379,4 +380,17 @@ func NewContext(ctx context.Context, t *Tenant) context.Context {
 func FromContext(ctx context.Context) (*Tenant, bool) {
 	t, ok := ctx.Value(ctxKey{}).(*Tenant)
 	return t, ok && t != nil
+}
+
+// lastNano is the last instant Unix nanoseconds hold (2262-04-11).
+var lastNano = time.Unix(0, math.MaxInt64)
+
+// expiryNanos is an expiry in Unix nanoseconds. One past 2262-04-11,
+// which UnixNano would wrap to a date long gone, is held as the last
+// instant they can write: no key outlives it by a day that matters.
+func expiryNanos(at time.Time) int64 {
+	if at.After(lastNano) {
+		return math.MaxInt64
+	}
+	return at.UnixNano()
 }
