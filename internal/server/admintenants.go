@@ -124,7 +124,7 @@ func (s *Server) SetAPITenants(l tenantstore.Load) {
 // version: every change sets a new version and update time, and a tenant
 // deleted and made again has a new creation time.
 func sameRecord(a, b tenantstore.Tenant) bool {
-	return a.ID == b.ID && a.Version == b.Version && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt)
+	return a.ID == b.ID && a.Generation == b.Generation && a.Version == b.Version && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt)
 }
 
 // sameIDs reports whether a holds the same tenants as b, each at the same
@@ -185,7 +185,7 @@ func (s *Server) apiSpec(t tenantstore.Tenant) (tenant.Spec, error) {
 	if err != nil {
 		return tenant.Spec{}, err
 	}
-	spec := tenant.Spec{ID: t.ID, Source: tenant.SourceAPI, Doc: t.Policy, Policy: p}
+	spec := tenant.Spec{ID: t.ID, Source: tenant.SourceAPI, Doc: t.Policy, Policy: p, Generation: t.Generation}
 	for _, k := range t.Keys {
 		tk := tenant.Key{ID: k.ID, SHA256: k.SHA256}
 		if k.ExpiresAt != nil {
@@ -478,11 +478,12 @@ func (s *Server) deleteTenant(ctx context.Context, remote, id string) (map[strin
 	if !keying.ValidTenantID(id) {
 		return nil, errUnknownTenant(id)
 	}
-	if _, aerr := s.apply(ctx, tenantstore.TenantDeleted{ID: id}, remote); aerr != nil {
+	gone, aerr := s.apply(ctx, tenantstore.TenantDeleted{ID: id}, remote)
+	if aerr != nil {
 		return nil, aerr
 	}
 	out := map[string]any{"id": id, "deleted": true}
-	if n, err := s.purgeTenant(ctx, id); err != nil {
+	if n, err := s.purgeTenant(ctx, tenant.ScopeOf(id, gone.Generation)); err != nil {
 		// The tenant is gone (its keys no longer work); only its entries
 		// linger until their TTL. Said in the answer and the log.
 		recordFrom(ctx).err = err.Error()

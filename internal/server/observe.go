@@ -40,5 +40,5 @@ func (s *Server) observe(rec *logRecord, status int, d time.Duration) {
 	case cacheBypass:
 		c.Bypass = 1
 	}
-	s.usage.Add(rec.tenant, c)
+	s.usage.Add(rec.scope, c)
 }

@@ -73,7 +73,7 @@ func (s *Server) callCounters(tenant, requested string, e *entry.Entry) usage.Co
 			if !pa.priced {
 				c.UnpricedCalls = 1
 			}
-			s.metrics.Cost(tenant, label, int64(pa.cost))
+			s.metrics.Cost(idOfScope(tenant), label, int64(pa.cost))
 		}
 		c.ByModel = map[string]usage.ModelCounters{label: {
 			UpstreamCalls: 1, InputTokens: int64(e.PromptTokens), OutputTokens: int64(e.CompletionTokens), CostNanos: c.CostNanos,

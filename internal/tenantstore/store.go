@@ -22,6 +22,10 @@ type Tenant struct {
 	// store does not interpret it, so a new policy field needs no change
 	// here.
 	Policy json.RawMessage `json:"policy"`
+	// Generation is a random id given at creation, so a tenant made again
+	// under a deleted one's id keeps its data apart (tenant.Spec's
+	// Generation). Empty for tenants stored before it existed.
+	Generation string `json:"generation,omitempty"`
 	// Version counts the tenant's changes, from 1 at creation.
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
@@ -87,6 +91,10 @@ func newEpoch() string {
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return hex.EncodeToString(b[:])
 }
+
+// newGeneration is a fresh tenant generation: 6 random bytes in hex, so
+// two tenants made under one id share one with odds of 1 in 2^48.
+func newGeneration() string { return newEpoch()[:12] }
 
 // Meta is who made a change and when.
 type Meta struct {
