@@ -405,3 +405,24 @@ func TestRedisClusterStore(t *testing.T) {
 		t.Error("no change notification on a cluster")
 	}
 }
+
+// TestRecreatedTenantHasANewGeneration: a tenant made again under a
+// deleted one's id gets a generation of its own; changes keep it.
+func TestRecreatedTenantHasANewGeneration(t *testing.T) {
+	stores(t, func(t *testing.T, s tenantstore.Store) {
+		ctx := context.Background()
+		first, _, err := s.Apply(ctx, tenantstore.TenantCreated{ID: "acme"}, meta())
+		if err != nil || len(first.Generation) != 12 {
+			t.Fatalf("created %+v, %v; want a 12-digit generation", first, err)
+		}
+		keyed, _, err := s.Apply(ctx, tenantstore.KeyCreated{Tenant: "acme", Key: tenantstore.Key{ID: "key_a", SHA256: "aa"}}, meta())
+		if err != nil || keyed.Generation != first.Generation {
+			t.Errorf("after a change: generation %q, %v; want %q kept", keyed.Generation, err, first.Generation)
+		}
+		mustApply(t, s, tenantstore.TenantDeleted{ID: "acme"})
+		again, _, err := s.Apply(ctx, tenantstore.TenantCreated{ID: "acme"}, meta())
+		if err != nil || again.Generation == "" || again.Generation == first.Generation {
+			t.Errorf("made again: generation %q, %v; want a new one (was %q)", again.Generation, err, first.Generation)
+		}
+	})
+}
