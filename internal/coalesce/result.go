@@ -13,6 +13,8 @@ import (
 
 // Request is what the leader's request contributes to its flight.
 type Request struct {
+	// Tenant names whose prompt this is in the flight's keys: the
+	// tenant's Scope (its id, and for an API tenant its generation).
 	Tenant   string
 	Hash     string // the prompt's key hash (keying)
 	Endpoint string // the API path below /v1

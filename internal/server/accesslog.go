@@ -57,6 +57,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // Only the request's own goroutine touches it.
 type logRecord struct {
 	tenant     string
+	scope      string // the tenant's Scope: what its usage is counted under
 	endpoint   string // the model endpoint, or "proxy"
 	model      string
 	cache      string

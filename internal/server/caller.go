@@ -12,6 +12,7 @@ import (
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/negcache"
 	"github.com/corralhq/corral/internal/telemetry"
+	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/wire"
 )
@@ -36,7 +37,7 @@ func (c caller) Call(ctx context.Context, req *coalesce.Request) (*coalesce.Resp
 	if changed && s.splice.skip(req.Upstream, s.serving(apiOf(req.Endpoint), req.Model)) {
 		body, changed = req.Original, false
 	}
-	resp, err := s.send(ctx, req.Upstream, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: body, Tenant: req.Tenant})
+	resp, err := s.send(ctx, req.Upstream, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: body, Tenant: tenant.IDOfScope(req.Tenant)})
 	if err == nil && changed {
 		resp, changed, err = c.unspliced(ctx, req, resp)
 	}
@@ -102,7 +103,7 @@ func (c caller) unspliced(ctx context.Context, req *coalesce.Request, resp *http
 	if name != "" {
 		at = name // the upstream that refused, whichever routing chose
 	}
-	own, err := s.send(ctx, at, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: req.Original, Tenant: req.Tenant})
+	own, err := s.send(ctx, at, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: req.Original, Tenant: tenant.IDOfScope(req.Tenant)})
 	if err != nil {
 		return nil, false, err
 	}
@@ -140,8 +141,11 @@ func (o observer) Called(req *coalesce.Request, out coalesce.Outcome, err error,
 		prompt, completion = out.Entry.PromptTokens, out.Entry.CompletionTokens
 		answered = out.Entry
 	}
-	o.s.metrics.Upstream(req.Tenant, req.Model, outcome, d)
-	o.s.metrics.Tokens(req.Tenant, req.Model, prompt, completion)
+	// req.Tenant is the tenant's Scope: its usage and spend are counted
+	// under it, its metrics under the id.
+	id := tenant.IDOfScope(req.Tenant)
+	o.s.metrics.Upstream(id, req.Model, outcome, d)
+	o.s.metrics.Tokens(id, req.Model, prompt, completion)
 	cost := o.s.chargeCall(req.Tenant, req.Model, answered, o.s.estimateCost(req.Model, req.Estimate))
 	o.s.settleBudget(context.Background(), req.Tenant, req.Tokens, cost)
 }

@@ -118,7 +118,7 @@ func (s *Server) newCall(r *http.Request, rec *logRecord, format wire.Format, en
 	c := &call{t: t, format: format, endpoint: endpoint, body: body, facts: facts, ctl: ctl, pin: pin, query: r.URL.RawQuery}
 	if creates {
 		c.stored = s.newRecorder(r.Context(), t, true, storedKind(endpoint))
-		c.stored.entryName = keying.Name(t.ID, facts.Hash, keying.Response)
+		c.stored.entryName = keying.Name(t.Scope, facts.Hash, keying.Response)
 	}
 	if facts.Bypass != "" {
 		rec.bypass = facts.Bypass // e.g. a background run or a hosted tool: never cached
@@ -200,7 +200,7 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 	ro := relayOptions{format: c.format, endpoint: c.endpoint, skip: c.format.Hidden(c.facts)}
 	ro.usage = func(u wire.Usage) { // called on a 200 answer only
 		rec.usageRow = answeredModel(u.Model, c.facts.Model)
-		rec.cost = s.chargeBypass(c.t.ID, c.facts.Model, u, estimate)
+		rec.cost = s.chargeBypass(c.t.Scope, c.facts.Model, u, estimate)
 	}
 	body := c.body
 	if prepared, changed := c.format.Prepare(c.facts, c.body); changed {
@@ -213,7 +213,7 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 			return
 		}
 		rec.cost = fc.estimate
-		defer func() { s.settleBudget(context.WithoutCancel(r.Context()), c.t.ID, fc, rec.cost) }()
+		defer func() { s.settleBudget(context.WithoutCancel(r.Context()), c.t.Scope, fc, rec.cost) }()
 	}
 	rec.cache = cacheBypass
 	setCacheHeaders(w.Header(), cacheBypass, nil, false, c.ctl, s.now())
@@ -233,7 +233,7 @@ func (s *Server) flightRequest(c *call) *coalesce.Request {
 		ttl = c.ctl.ttl
 	}
 	return &coalesce.Request{
-		Tenant:      c.t.ID,
+		Tenant:      c.t.Scope,
 		Hash:        c.facts.Hash,
 		Endpoint:    c.endpoint,
 		Query:       c.query,
@@ -308,7 +308,7 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call, re
 //
 //go:noinline
 func (s *Server) joinFlight(r *http.Request, c *call, req *coalesce.Request, span trace.Span) (f *coalesce.Flight, tokens *tenantTokens) {
-	f = s.flights.Join(c.t.ID, c.facts.Hash, func() *coalesce.Request {
+	f = s.flights.Join(c.t.Scope, c.facts.Hash, func() *coalesce.Request {
 		if span.IsRecording() {
 			// Set before the flight starts: the flight may mark it a
 			// follower of another instance's leader.

@@ -38,7 +38,7 @@ type recorder struct {
 
 // newRecorder records for t what answers of kind (the path's) created.
 func (s *Server) newRecorder(ctx context.Context, t *tenant.Tenant, create bool, kind string) *recorder {
-	return &recorder{s: s, ctx: context.WithoutCancel(ctx), tenant: t.ID, create: create, kind: kind}
+	return &recorder{s: s, ctx: context.WithoutCancel(ctx), tenant: t.Scope, create: create, kind: kind}
 }
 
 // entry records the stored completion a cached or coalesced answer names;
@@ -250,7 +250,7 @@ func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.T
 			// In the model list only fine-tuned models are anyone's own;
 			// the upstream's base models are every tenant's.
 			shared := kind == "model" && !objects.IsFineTuned(p.IDs[i])
-			if shared || (o != nil && o.Tenant == t.ID && objects.IsAPI(rt.api, o.API())) {
+			if shared || (o != nil && o.Tenant == t.Scope && objects.IsAPI(rt.api, o.API())) {
 				items, ids = append(items, p.Items[i]), append(ids, p.IDs[i])
 			}
 		}

@@ -42,7 +42,7 @@ func (s *Server) observe(rec *logRecord, status int, d time.Duration) {
 	case cacheBypass:
 		c.Bypass = 1
 	}
-	s.usage.Add(rec.tenant, c)
+	s.usage.Add(rec.scope, c)
 }
 
 // row is the model of the usage row the request counts in: the model that

@@ -308,7 +308,7 @@ func (s *Server) countForwarded(rec *logRecord, outcome string, start time.Time)
 		return
 	}
 	s.metrics.Upstream(rec.tenant, rec.model, outcome, time.Since(start))
-	s.usage.Add(rec.tenant, usage.Counters{UpstreamCalls: 1, ByModel: map[string]usage.ModelCounters{rec.row(): {UpstreamCalls: 1}}})
+	s.usage.Add(rec.scope, usage.Counters{UpstreamCalls: 1, ByModel: map[string]usage.ModelCounters{rec.row(): {UpstreamCalls: 1}}})
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }

@@ -92,7 +92,7 @@ func (s *Server) callCounters(tenant, requested string, e *entry.Entry, estimate
 			if !pa.priced {
 				c.UnpricedCalls = 1
 			}
-			s.metrics.Cost(tenant, pa.label, int64(pa.cost))
+			s.metrics.Cost(idOfScope(tenant), pa.label, int64(pa.cost))
 		}
 		row.CostNanos = c.CostNanos
 	}

@@ -81,7 +81,14 @@ func (s *Server) writeUsageDays(w http.ResponseWriter, r *http.Request, from, to
 // usageDays is every tenant's rows from from to to (UTC days, inclusive),
 // summed across instances.
 func (s *Server) usageDays(ctx context.Context, from, to time.Time) ([]dayRowJSON, *apiError) {
-	rows, err := s.usage.Days(ctx, s.tenants.Load().IDs(), from, to)
+	reg := s.tenants.Load()
+	scopes := reg.IDs()
+	for i, id := range scopes {
+		if t, ok := reg.Get(id); ok {
+			scopes[i] = t.Scope
+		}
+	}
+	rows, err := s.usage.Days(ctx, scopes, from, to)
 	if err != nil {
 		recordFrom(ctx).err = err.Error()
 		return nil, errUsageUnavailable
@@ -89,7 +96,7 @@ func (s *Server) usageDays(ctx context.Context, from, to time.Time) ([]dayRowJSO
 	out := make([]dayRowJSON, len(rows))
 	for i, row := range rows {
 		c := row.ModelCounters
-		out[i] = dayRowJSON{row.Tenant, row.Day, row.Model, modelUsageJSON{c.Requests, c.UpstreamCalls, c.InputTokens, c.OutputTokens,
+		out[i] = dayRowJSON{idOfScope(row.Tenant), row.Day, row.Model, modelUsageJSON{c.Requests, c.UpstreamCalls, c.InputTokens, c.OutputTokens,
 			spend.Nanodollars(c.CostNanos), spend.Nanodollars(c.SavedNanos)}}
 	}
 	return out, nil
