@@ -199,6 +199,7 @@ type Server struct {
 	reload     func() (*tenant.Registry, error)
 	reloadMu   sync.Mutex   // serialises reloads
 	splice     spliceMemory // which upstreams take the prepared streaming body
+	replays    replays      // stored answers' stream renderings, shared by their readers
 	objects    *objects.Registry
 	tracer     trace.Tracer
 	tracing    bool // Options.Tracing was set
