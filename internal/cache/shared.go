@@ -86,6 +86,6 @@ func sameEntry(a, b *Entry) bool {
 	return a.Status == b.Status && a.StoredAt.Equal(b.StoredAt) && a.TTL == b.TTL &&
 		a.PromptTokens == b.PromptTokens && a.CompletionTokens == b.CompletionTokens &&
 		a.CachedTokens == b.CachedTokens && a.CacheWriteTokens == b.CacheWriteTokens &&
-		a.Model == b.Model && maps.EqualFunc(a.Header, b.Header, slices.Equal) &&
+		a.Model == b.Model && a.UsageUnread == b.UsageUnread && maps.EqualFunc(a.Header, b.Header, slices.Equal) &&
 		bytes.Equal(a.Body, b.Body)
 }

@@ -132,6 +132,8 @@ func TestSameEntryComparesEveryField(t *testing.T) {
 				x.Add("X-Other", "1")
 			case *time.Time:
 				*x = x.Add(time.Nanosecond)
+			case *bool:
+				*x = !*x
 			default:
 				t.Fatalf("field %s (%s): teach sameEntry and this test to compare it", f.Name, f.Type)
 			}

@@ -60,6 +60,7 @@ var ownErrors = []struct {
 	{"errBatchInputUnread", errBatchInputUnread, true},
 	{"errBatchInputUnchecked", errBatchInputUnchecked, false},
 	{"errAdminAuth", errAdminAuth, false},
+	{"errTooManyAttempts", errTooManyAttempts(60e9), true},
 	{"errPurgeFailed", errPurgeFailed, true},
 	{"errUsageUnavailable", errUsageUnavailable, true},
 	{"errUnknownTenant", errUnknownTenant("nobody"), false},
