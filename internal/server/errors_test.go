@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,7 +62,7 @@ var ownErrors = []struct {
 	{"errBatchInputUnread", errBatchInputUnread, true},
 	{"errBatchInputUnchecked", errBatchInputUnchecked, false},
 	{"errAdminAuth", errAdminAuth, false},
-	{"errTooManyAttempts", errTooManyAttempts(60e9), true},
+	{"errTooManyAttempts", errTooManyAttempts(time.Minute), true},
 	{"errPurgeFailed", errPurgeFailed, true},
 	{"errUsageUnavailable", errUsageUnavailable, true},
 	{"errUnknownTenant", errUnknownTenant("nobody"), false},
