@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/corralhq/corral/internal/accessline"
@@ -106,6 +105,21 @@ func accessLog(log *slog.Logger, enc *accessline.Encoder, observe func(*logRecor
 	}
 }
 
+// isProbe reports a load balancer's probe or a scraper's request (GET or
+// HEAD of /healthz, /readyz or /metrics): the one kind of request logged
+// at debug, since one arrives every few seconds per instance and would
+// drown the rest. Every other request, on any path, is logged at info.
+func isProbe(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/metrics":
+		return true
+	}
+	return false
+}
+
 // logRequest observes a finished request and writes its access log line:
 // through enc when the server has the gateway's encoder, else through
 // log's handler. Both write the same bytes (internal/accessline's tests).
@@ -113,8 +127,8 @@ func logRequest(log *slog.Logger, enc *accessline.Encoder, observe func(*logReco
 	elapsed := time.Since(start)
 	observe(rec, sw.status, elapsed)
 	level := slog.LevelInfo
-	if !strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, "/admin/") {
-		level = slog.LevelDebug // probes and scrapes
+	if isProbe(r) {
+		level = slog.LevelDebug
 	}
 	if !log.Enabled(r.Context(), level) {
 		return

@@ -204,7 +204,13 @@ func (s *Server) listKeys(ctx context.Context, id string) ([]keyJSON, *apiError)
 	for _, k := range t.Keys {
 		kj := keyJSON{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt}
 		if at, ok := used[k.ID]; ok {
+			// Uses are kept to the minute, so a key used in the minute it
+			// was made would read as used before it existed: it was used
+			// no earlier than its creation, which is what it shows then.
 			at = at.Truncate(time.Minute)
+			if at.Before(k.CreatedAt) {
+				at = k.CreatedAt
+			}
 			kj.LastUsed = &at
 		}
 		out = append(out, kj)

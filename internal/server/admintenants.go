@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -265,7 +266,18 @@ func fileTenantJSON(spec tenant.Spec) tenantJSON {
 	if len(doc) == 0 {
 		doc = json.RawMessage("{}")
 	}
-	return tenantJSON{ID: spec.ID, Source: tenant.SourceFile, Policy: doc, Keys: []string{}}
+	return tenantJSON{ID: spec.ID, Source: tenant.SourceFile, Policy: doc, Keys: fileKeyIDs(len(spec.KeySHA256))}
+}
+
+// fileKeyIDs names a file tenant's n keys file_1 … file_n, by their place
+// in its keys list: the file holds only their sha256, which the admin API
+// never shows, so the place is the one name they have.
+func fileKeyIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "file_" + strconv.Itoa(i+1)
+	}
+	return ids
 }
 
 func apiTenantJSON(t tenantstore.Tenant) tenantJSON {

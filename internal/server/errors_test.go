@@ -41,7 +41,7 @@ var ownErrors = []struct {
 	{"errInvalidAnthropicKey", errInvalidAnthropicKey, false},
 	{"errTooLarge", errTooLarge, false},
 	{"errMethodNotAllowed", errMethodNotAllowed, false},
-	{"errNotFound", errNotFound, false},
+	{"errUnknownPath", errUnknownPath(httptest.NewRequest(http.MethodPost, "/messages", nil)), false},
 	{"errClientClosed", errClientClosed, false},
 	{"errNoUpstreamForModel", errNoUpstreamForModel, false},
 	{"errInternal", errInternal, true},

@@ -379,8 +379,8 @@ func (s *Server) routes(co ConsoleOptions) (http.Handler, error) {
 		s.direct["/v1"+path] = chain(chain(h, v1), edge)
 	}
 	r.Use(edge...)
-	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errNotFound) })
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
+	r.NotFound(handleUnknownPath)
+	r.MethodNotAllowed(handleMethodNotAllowed)
 
 	r.Get("/healthz", s.handleHealthz)
 	r.Get("/readyz", s.handleReadyz)

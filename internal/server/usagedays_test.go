@@ -46,8 +46,8 @@ func TestUsageDaysRollAtMidnightUTC(t *testing.T) {
 	req.Header.Set("Accept", "text/csv")
 	code, csvBody := objectstest.Do(t, req)
 	wantCSV := "tenant,day,model,requests,upstream_calls,input_tokens,output_tokens,cost_usd,saved_usd\n" +
-		"acme,2026-12-01,gpt-4o-mini-2024-07-18,2,1,1000,200,0.00024,0.00024\n" +
-		"acme,2026-12-02,gpt-4o-mini-2024-07-18,1,1,1000,200,0.00024,0\n"
+		`"acme","2026-12-01","gpt-4o-mini-2024-07-18",2,1,1000,200,0.00024,0.00024` + "\n" +
+		`"acme","2026-12-02","gpt-4o-mini-2024-07-18",1,1,1000,200,0.00024,0` + "\n"
 	if code != http.StatusOK || csvBody != wantCSV {
 		t.Errorf("CSV: %d\n got %q\nwant %q", code, csvBody, wantCSV)
 	}

@@ -244,7 +244,8 @@ func (b *Bolt) notify() {
 	}
 }
 
-// Touch implements Store; keys their tenant no longer holds are skipped.
+// Touch implements Store; keys their tenant no longer holds are skipped,
+// and a use older than the recorded one is not written.
 func (b *Bolt) Touch(_ context.Context, used map[string]Use) error {
 	if len(used) == 0 {
 		return nil
@@ -253,6 +254,10 @@ func (b *Bolt) Touch(_ context.Context, used map[string]Use) error {
 		bk, tb := tx.Bucket(boltUsed), tx.Bucket(boltTenants)
 		for id, u := range used {
 			if !holdsKey(tb.Get([]byte(u.Tenant)), id) {
+				continue
+			}
+			// A key's last use never goes back (Redis's touch.lua).
+			if prev, err := strconv.ParseInt(string(bk.Get([]byte(id))), 10, 64); err == nil && prev >= u.At.Unix() {
 				continue
 			}
 			if err := bk.Put([]byte(id), []byte(strconv.FormatInt(u.At.Unix(), 10))); err != nil {

@@ -137,7 +137,9 @@ type Store interface {
 	Notifications(ctx context.Context) <-chan struct{}
 	// Touch records keys' last use (key id → its tenant and time, to the
 	// minute), except for keys their tenant no longer holds: a revoked
-	// key's entry, removed with it, stays removed.
+	// key's entry, removed with it, stays removed. A use older than the
+	// one recorded is not written, so a key's last use never goes back
+	// whatever order instances write theirs in.
 	Touch(ctx context.Context, used map[string]Use) error
 	// LastUsed returns the recorded last use of the keys with these ids.
 	LastUsed(ctx context.Context, keyIDs []string) (map[string]time.Time, error)

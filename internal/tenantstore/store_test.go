@@ -240,6 +240,30 @@ func TestTouchAndLastUsed(t *testing.T) {
 	})
 }
 
+// TestLastUsedNeverGoesBack: two instances write their uses of one key in
+// either order; the later use stays, so an instance whose last use of the
+// key is older does not turn the key's last use back.
+func TestLastUsedNeverGoesBack(t *testing.T) {
+	stores(t, func(t *testing.T, s tenantstore.Store) {
+		ctx := context.Background()
+		mustApply(t, s, tenantstore.TenantCreated{ID: "acme"})
+		mustApply(t, s, tenantstore.KeyCreated{Tenant: "acme", Key: tenantstore.Key{ID: "key_a", SHA256: "aa"}})
+		later := at.Add(3 * time.Minute)
+		for _, u := range []time.Time{later, at} {
+			if err := s.Touch(ctx, map[string]tenantstore.Use{"key_a": {Tenant: "acme", At: u}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.LastUsed(ctx, []string{"key_a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got["key_a"].Equal(later) {
+			t.Errorf("LastUsed = %v; want the later use %v", got["key_a"], later)
+		}
+	})
+}
+
 // TestRevokedKeysLeaveNoLastUse: revoking a key, or deleting its tenant,
 // removes the key's last-use entry, and a use noted before the revoke
 // (written by an instance's next Touch) does not bring it back, so the

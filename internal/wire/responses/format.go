@@ -16,17 +16,34 @@ import (
 const Path = "/responses"
 
 // Policy is the Responses API's keying policy: stream, stream_options,
-// user, metadata and user's successors prompt_cache_key and
+// user, metadata, client_metadata (Codex's session, thread and turn ids
+// and start time) and user's successors prompt_cache_key and
 // safety_identifier do not change the answer; store and
 // previous_response_id do.
+//
+// With store false, so are the ids of the input items in unstoredItems:
+// such an item carries its whole content, the upstream reads it from the
+// request and keeps nothing under its id, and Codex mints a fresh id for
+// the same item on every run. Every other item keeps its id: an
+// item_reference (and an item with no type, which the API reads as one)
+// is nothing but the id, a reasoning item's id may name a stored item the
+// upstream reads back, and an item type Corral does not know may do the
+// same. With store true (the default) every id stays: it names the item
+// the upstream stores, which the tenant reads back as the response's
+// input items.
 var Policy = keying.NewPolicy(map[string]keying.Drop{
 	"stream":            {Always: keying.Bool | keying.Null},
 	"stream_options":    {Always: keying.Null, WhenStreaming: keying.Object},
 	"metadata":          {Always: keying.Object | keying.Null},
+	"client_metadata":   {Always: keying.Object | keying.Null},
 	"user":              {Always: keying.String | keying.Null},
 	"prompt_cache_key":  {Always: keying.String | keying.Null},
 	"safety_identifier": {Always: keying.String | keying.Null},
-})
+}).WithUnstoredItemIDs("input", unstoredItems...)
+
+// unstoredItems are the input item types whose id Policy drops when store
+// is false: the items that carry their whole content.
+var unstoredItems = []string{"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
 
 // DefaultMaxOutputTokens is the completion size the estimate assumes when
 // a request sets no max_output_tokens.
