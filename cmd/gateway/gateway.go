@@ -288,7 +288,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		// Budgets: one script run per upstream call; spend made while
 		// Redis is away is flushed once it answers again, even for a
 		// tenant that makes no further call.
-		ledger := spend.NewRedisLedger(rdb, spend.LedgerOptions{})
+		ledger := spend.NewRedisLedger(rdb, spend.LedgerOptions{Hold: reservationHold(cfg)})
 		so.Budgets = ledger
 		gw.closers = append(gw.closers, runOwned(func(ctx context.Context) {
 			t := time.NewTicker(time.Second)
@@ -396,6 +396,14 @@ func touchKeys(ctx context.Context, srv *server.Server, log *slog.Logger) {
 			since = next
 		}
 	}
+}
+
+// reservationHold is how long a budget reservation counts unless its call
+// settles first: the longest a leader waits for its permit plus the
+// upstream timeout (which bounds a call to its stream's last byte), and a
+// margin. A reservation outlives a call only when its instance died.
+func reservationHold(cfg config.Config) time.Duration {
+	return cfg.LeaderWait + cfg.UpstreamTimeout + 5*time.Second
 }
 
 // noTenantsWarning is logged at start and on every reload, and shown in
