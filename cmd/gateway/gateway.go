@@ -311,6 +311,20 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		mem := cache.NewMemory(cache.MemoryOptions{})
 		gw.closers = append(gw.closers, func() { _ = mem.Close() })
 		so.Cache = mem
+		// Spend and usage: each in its own bbolt file in the data dir, so
+		// a restart neither re-grants a budget nor loses chargeback rows.
+		ledger, closeLedger, err := spend.OpenBoltLedger(cfg.DataDir, spend.LedgerOptions{Now: o.Now, Hold: reservationHold(cfg)}, log)
+		if err != nil {
+			return nil, err
+		}
+		gw.closers = append(gw.closers, func() { _ = closeLedger() })
+		so.Budgets = ledger
+		rec, err := usage.OpenBolt(cfg.DataDir, usage.BoltOptions{Now: o.Now, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		gw.closers = append(gw.closers, func() { _ = rec.Close() })
+		so.Usage = rec
 	}
 	// Stored-object ownership: in Redis in distributed mode, in a bbolt
 	// file under CORRAL_DATA_DIR in embedded mode, so a restart forgets

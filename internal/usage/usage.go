@@ -198,7 +198,10 @@ func NewMemoryAt(now func() time.Time) *Memory {
 }
 
 // Add adds c to tenant's counters.
-func (m *Memory) Add(tenant string, c Counters) {
+func (m *Memory) Add(tenant string, c Counters) { m.addOn(tenant, Day(m.now()), c) }
+
+// addOn adds c to tenant's counters, its split by model on day.
+func (m *Memory) addOn(tenant, day string, c Counters) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := m.m[tenant]
@@ -207,7 +210,7 @@ func (m *Memory) Add(tenant string, c Counters) {
 		m.m[tenant] = cur
 	}
 	cur.add(c)
-	addDaysLocked(m.days, tenant, Day(m.now()), c)
+	addDaysLocked(m.days, tenant, day, c)
 }
 
 // Get returns tenant's counters.
