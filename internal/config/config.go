@@ -52,7 +52,7 @@ type Config struct {
 	PprofAddr           string        `env:"CORRAL_PPROF_ADDR" doc:"serve Go's net/http/pprof on this separate address (keep it on loopback); empty = off"`
 	ShutdownTimeout     time.Duration `env:"CORRAL_SHUTDOWN_TIMEOUT" envDefault:"30s" doc:"on SIGTERM/SIGINT, how long in-flight requests and streams may finish; then every open stream ends with its API's error event, locks and live streams are released, and the process exits within it; give an orchestrator's grace period more"`
 	ForwardBaggage      bool          `env:"CORRAL_FORWARD_BAGGAGE" envDefault:"false" doc:"true = forward a client's W3C baggage header to the upstreams; false drops it (it is whatever the client wrote, often user or account data, and Corral's upstreams are shared third parties)"`
-	DataDir             string        `env:"CORRAL_DATA_DIR" envDefault:"./corral-data" doc:"embedded mode's persistent state: who owns which stored object (objects.db), the admin API's tenants, keys and audit trail (tenants.db); unused in distributed mode"`
+	DataDir             string        `env:"CORRAL_DATA_DIR" envDefault:"./corral-data" doc:"embedded mode's persistent state: who owns which stored object (objects.db), the admin API's tenants, keys and audit trail (tenants.db), budgets' spend (spend.db), usage and chargeback rows (usage.db); unused in distributed mode"`
 }
 
 // Error is a configuration problem tied to one variable.
