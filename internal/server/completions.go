@@ -257,12 +257,23 @@ func (s *Server) flightRequest(c *call) *coalesce.Request {
 }
 
 // refresh starts the background refresh of an entry just served stale
-// (stale_while_revalidate), with what a leader's request would carry.
+// (stale_while_revalidate), with what a leader's request would carry. A
+// refresh is an upstream call: for a tenant with a budget it is skipped
+// while this instance sees the budget spent (the stale entry keeps
+// serving), and otherwise reserves its estimate like any leader, so the
+// budget script refuses it when another instance spent the rest.
 func (s *Server) refresh(r *http.Request, c *call, req *coalesce.Request) {
 	rr := *req
 	rr.Header = r.Header.Clone()
 	if body, changed := c.format.Prepare(c.facts, c.body); changed {
 		rr.Body, rr.Original = body, c.body
+	}
+	rr.Tokens = nil
+	if c.t.Budget.Set() {
+		if left, _ := s.budgets.Standing(c.t.ID, c.t.Budget).Remaining(); left <= 0 {
+			return
+		}
+		rr.Tokens = &flightCharge{s: s, t: c.t, estimate: s.estimateCost(c.facts.Model, c.facts.Estimate)}
 	}
 	if s.flights.Refresh(&rr) {
 		s.metrics.Refresh(c.t.ID)

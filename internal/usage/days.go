@@ -131,5 +131,14 @@ func (r *Redis) Days(ctx context.Context, tenants []string, from, to time.Time) 
 	for _, row := range local {
 		addDaysLocked(all, row.Tenant, row.Day, Counters{ByModel: map[string]ModelCounters{row.Model: row.ModelCounters}})
 	}
+	r.mu.Lock()
+	for _, t := range tenants {
+		if b := r.unsent[t]; b != nil {
+			for k, mc := range b.days {
+				addDaysLocked(all, k.tenant, k.day, Counters{ByModel: map[string]ModelCounters{k.model: mc}})
+			}
+		}
+	}
+	r.mu.Unlock()
 	return rowsOf(all, tenants, Day(from), Day(to)), nil
 }
