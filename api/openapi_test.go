@@ -285,6 +285,7 @@ func TestErrorCodes(t *testing.T) {
 		"tenant_exists":               "409",
 		"tenant_managed_by_file":      "409",
 		"tenant_store_unavailable":    "503",
+		"too_many_attempts":           "429",
 	}
 	seen := map[string]map[string]bool{} // code → statuses
 	for _, item := range mapping(t, d, "paths") {
@@ -439,6 +440,13 @@ func TestAdminEndpoints(t *testing.T) {
 		if c := codes(r); !slices.Equal(c, []string{"invalid_api_key"}) {
 			t.Errorf("%s %s 401 shows codes %v; want invalid_api_key", strings.ToUpper(m), p, c)
 		}
+		// and an address locked out for guessing with 429, saying when.
+		r = resolve(t, d, get(t, d, "paths", p, m, "responses", "429"))
+		if c := codes(r); !slices.Equal(c, []string{"too_many_attempts"}) {
+			t.Errorf("%s %s 429 shows codes %v; want too_many_attempts", strings.ToUpper(m), p, c)
+		}
+		get(t, r, "headers", "Retry-After")
+		get(t, r, "headers", "retry-after-ms")
 		var schemes []string
 		for _, s := range get(t, d, "paths", p, m, "security").([]any) {
 			for k := range s.(map[string]any) {

@@ -76,3 +76,25 @@ func TestTenantsAndKeysSubcommands(t *testing.T) {
 		t.Errorf("gateway help does not list tenants and keys: %v", err)
 	}
 }
+
+// TestTenantsListCountsFileKeys: the demo tenant (a tenant not made
+// through the API, like the file's) takes sk-corral-demo, so `gateway
+// tenants list` shows its one key, as GET /admin/tenants lists it by id.
+func TestTenantsListCountsFileKeys(t *testing.T) {
+	gw := serveGateway(t, wireGateway(t, gatewayOptions{Demo: true}, "CORRAL_ADMIN_TOKEN=adm", "CORRAL_DATA_DIR="+t.TempDir()))
+	if code := chatCode(t, gw.URL, DemoKey, "demo"); code != 200 {
+		t.Fatalf("the demo key: %d", code)
+	}
+	list := mustAdmin(t, http.StatusOK, gw.URL, "GET", "/admin/tenants/"+DemoTenant, "")
+	if keys, _ := list["keys"].([]any); len(keys) != 1 || keys[0] != "file_1" {
+		t.Errorf("GET /admin/tenants/demo keys = %v; want [file_1]", list["keys"])
+	}
+	var out, errOut bytes.Buffer
+	env := []string{"CORRAL_ADMIN_URL=" + gw.URL, "CORRAL_ADMIN_TOKEN=adm"}
+	if err := run(context.Background(), []string{"tenants", "list"}, env, &out, &errOut); err != nil {
+		t.Fatalf("tenants list: %v\n%s", err, errOut.String())
+	}
+	if !regexp.MustCompile(`(?m)^demo\s+file\s+1\s`).MatchString(out.String()) {
+		t.Errorf("tenants list does not show the demo tenant's one key:\n%s", out.String())
+	}
+}

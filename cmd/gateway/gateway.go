@@ -23,6 +23,7 @@ import (
 	"github.com/corralhq/corral/internal/config"
 	"github.com/corralhq/corral/internal/console"
 	"github.com/corralhq/corral/internal/failover"
+	"github.com/corralhq/corral/internal/lockout"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/mockllm"
 	"github.com/corralhq/corral/internal/objects"
@@ -288,7 +289,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		// Budgets: one script run per upstream call; spend made while
 		// Redis is away is flushed once it answers again, even for a
 		// tenant that makes no further call.
-		ledger := spend.NewRedisLedger(rdb, spend.LedgerOptions{})
+		ledger := spend.NewRedisLedger(rdb, spend.LedgerOptions{Hold: reservationHold(cfg)})
 		so.Budgets = ledger
 		gw.closers = append(gw.closers, runOwned(func(ctx context.Context) {
 			t := time.NewTicker(time.Second)
@@ -304,6 +305,10 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 				}
 			}
 		}))
+		// Wrong admin tokens count per address across instances, and on
+		// each instance's own while Redis does not answer.
+		so.Lockout = lockout.NewFallback(lockout.NewRedis(rdb, lockout.RedisOptions{Timeout: 250 * time.Millisecond}),
+			lockout.NewMemory(lockout.MemoryOptions{Now: o.Now}), health)
 		so.Limiter = ratelimit.NewFallback(
 			ratelimit.NewRedis(rdb, ratelimit.RedisOptions{Timeout: 250 * time.Millisecond}),
 			ratelimit.NewMemory(ratelimit.MemoryOptions{}), log, ratelimit.FallbackOptions{Breaker: health})
@@ -311,6 +316,30 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		mem := cache.NewMemory(cache.MemoryOptions{})
 		gw.closers = append(gw.closers, func() { _ = mem.Close() })
 		so.Cache = mem
+		if cfg.AdminToken != "" {
+			// Console sign-outs outlive a restart: a signed-out cookie
+			// must never work again.
+			rev, err := console.OpenBoltRevocations(cfg.DataDir, o.Now)
+			if err != nil {
+				return nil, err
+			}
+			gw.closers = append(gw.closers, func() { _ = rev.Close() })
+			so.Console.Revocations = rev
+		}
+		// Spend and usage: each in its own bbolt file in the data dir, so
+		// a restart neither re-grants a budget nor loses chargeback rows.
+		ledger, closeLedger, err := spend.OpenBoltLedger(cfg.DataDir, spend.LedgerOptions{Now: o.Now, Hold: reservationHold(cfg)}, log)
+		if err != nil {
+			return nil, err
+		}
+		gw.closers = append(gw.closers, func() { _ = closeLedger() })
+		so.Budgets = ledger
+		rec, err := usage.OpenBolt(cfg.DataDir, usage.BoltOptions{Now: o.Now, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		gw.closers = append(gw.closers, func() { _ = rec.Close() })
+		so.Usage = rec
 	}
 	// Stored-object ownership: in Redis in distributed mode, in a bbolt
 	// file under CORRAL_DATA_DIR in embedded mode, so a restart forgets
@@ -396,6 +425,14 @@ func touchKeys(ctx context.Context, srv *server.Server, log *slog.Logger) {
 			since = next
 		}
 	}
+}
+
+// reservationHold is how long a budget reservation counts unless its call
+// settles first: the longest a leader waits for its permit plus the
+// upstream timeout (which bounds a call to its stream's last byte), and a
+// margin. A reservation outlives a call only when its instance died.
+func reservationHold(cfg config.Config) time.Duration {
+	return cfg.LeaderWait + cfg.UpstreamTimeout + 5*time.Second
 }
 
 // noTenantsWarning is logged at start and on every reload, and shown in

@@ -346,8 +346,9 @@ func TestDeleteTenantPurgesItsCache(t *testing.T) {
 	}
 	keys := mustAdmin(t, http.StatusOK, base, "GET", "/admin/tenants/gone/keys", "")["keys"].([]any)
 	used, _ := time.Parse(time.RFC3339, fmt.Sprint(keys[0].(map[string]any)["last_used"]))
-	if since := time.Since(used); since < 0 || since > 2*time.Minute || used.Second() != 0 {
-		t.Errorf("last_used = %v; want this minute", keys[0].(map[string]any)["last_used"])
+	created, _ := time.Parse(time.RFC3339, fmt.Sprint(keys[0].(map[string]any)["created_at"]))
+	if since := time.Since(used); since < 0 || since > 2*time.Minute || (used.Second() != 0 && !used.Equal(created)) {
+		t.Errorf("last_used = %v; want this minute (or created_at %v, when made this minute)", keys[0].(map[string]any)["last_used"], created)
 	}
 	out := mustAdmin(t, http.StatusOK, base, "DELETE", "/admin/tenants/gone", "")
 	if out["cache_purged"] != true || out["purged"].(float64) < 1 {
@@ -360,5 +361,39 @@ func TestDeleteTenantPurgesItsCache(t *testing.T) {
 	key2, _ := newKeyOn(t, base, "gone", "")
 	if code, cache, _ := postChat(base, key2, "purge me"); code != 200 || cache != "MISS" {
 		t.Errorf("recreated tenant: %d %s; want a MISS (the cache was purged)", code, cache)
+	}
+}
+
+// TestKeyLastUsedNeverBeforeCreated: a key made at 12:00:30 and used at
+// 12:00:45 was last used no earlier than it was made, though uses are kept
+// to the minute (12:00): the listing shows its creation then, and a use in
+// a later minute as that minute.
+func TestKeyLastUsedNeverBeforeCreated(t *testing.T) {
+	var at atomic.Int64
+	at.Store(time.Date(2026, 12, 1, 12, 0, 30, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, at.Load()) }
+	up := serveMock(t, mockllm.Options{})
+	gw := serveGateway(t, wireGateway(t, gatewayOptions{Now: now},
+		"CORRAL_UPSTREAM_URL="+up.URL+"/v1", "CORRAL_ADMIN_TOKEN=adm", "CORRAL_DATA_DIR="+t.TempDir()))
+	mustAdmin(t, http.StatusCreated, gw.URL, "POST", "/admin/tenants", `{"id":"fresh"}`)
+	key, _ := newKeyOn(t, gw.URL, "fresh", "")
+	lastUsed := func() (created, used string) {
+		t.Helper()
+		k := mustAdmin(t, http.StatusOK, gw.URL, "GET", "/admin/tenants/fresh/keys", "")["keys"].([]any)[0].(map[string]any)
+		return fmt.Sprint(k["created_at"]), fmt.Sprint(k["last_used"])
+	}
+	at.Add(int64(15 * time.Second)) // 12:00:45
+	if code := chatCode(t, gw.URL, key, "first"); code != 200 {
+		t.Fatalf("chat: %d", code)
+	}
+	if created, used := lastUsed(); created != "2026-12-01T12:00:30Z" || used != created {
+		t.Errorf("created_at %s, last_used %s; want last_used = created_at 2026-12-01T12:00:30Z", created, used)
+	}
+	at.Add(int64(time.Minute)) // 12:01:45
+	if code := chatCode(t, gw.URL, key, "second"); code != 200 {
+		t.Fatalf("chat: %d", code)
+	}
+	if _, used := lastUsed(); used != "2026-12-01T12:01:00Z" {
+		t.Errorf("last_used %s; want 2026-12-01T12:01:00Z", used)
 	}
 }

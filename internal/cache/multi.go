@@ -34,7 +34,8 @@ func (m *Memory) GetMany(ctx context.Context, keys ...string) ([]*Entry, error) 
 }
 
 // GetMany is one MGET. Keys of one prompt share a hash tag, so MGET is
-// valid on Redis Cluster for them.
+// valid on Redis Cluster for them. Large entries are shared as Get shares
+// them.
 func (r *Redis) GetMany(ctx context.Context, keys ...string) ([]*Entry, error) {
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
@@ -48,7 +49,7 @@ func (r *Redis) GetMany(ctx context.Context, keys ...string) ([]*Entry, error) {
 		if !ok {
 			continue
 		}
-		if e, err := Unmarshal([]byte(s)); err == nil {
+		if e, err := UnmarshalShared(keys[i], []byte(s)); err == nil {
 			out[i] = e
 		}
 	}

@@ -68,7 +68,9 @@ func (r *Redis) opCtx(ctx context.Context) (context.Context, context.CancelFunc)
 }
 
 // Get is one GET. A value that does not decode is a miss: the error matches
-// both ErrNotFound and ErrCorrupt.
+// both ErrNotFound and ErrCorrupt. A large entry is shared with the
+// process's other readers of the same value (UnmarshalShared): it must not
+// be modified.
 func (r *Redis) Get(ctx context.Context, key string) (*Entry, error) {
 	ctx, cancel := r.opCtx(ctx)
 	defer cancel()
@@ -79,7 +81,7 @@ func (r *Redis) Get(ctx context.Context, key string) (*Entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache: redis get: %w", err)
 	}
-	e, err := Unmarshal(b)
+	e, err := UnmarshalShared(key, b)
 	if err != nil {
 		return nil, fmt.Errorf("cache: redis get: %w: %w", ErrNotFound, err)
 	}

@@ -188,6 +188,7 @@ func answerEntry(body []byte, u wire.Usage, h map[string][]string) *entry.Entry 
 func setUsage(e *entry.Entry, u wire.Usage) {
 	e.PromptTokens, e.CompletionTokens = u.Prompt, u.Completion
 	e.CachedTokens, e.CacheWriteTokens, e.Model = u.Cached, u.CacheWrite, u.Model
+	e.UsageUnread = !u.Known
 }
 
 // publish copies the flight's record into the live stream for followers

@@ -172,14 +172,15 @@ func (c *Coalescer) Lookup(ctx context.Context, req *Request) (out Outcome, ok b
 // any instance), it joins the prompt's flight (starting one that calls
 // upstream only if it takes the lock) and leaves once the flight ends.
 // The flight is detached from the client and bounded by the upstream
-// call's own timeout; its answer replaces the entry. It reports whether a
-// refresh started.
+// call's own timeout; its answer replaces the entry. req.Tokens, when
+// set, is the refresh's own charge (a budget reservation), taken as a
+// leader's is. It reports whether a refresh started.
 func (c *Coalescer) Refresh(req *Request) bool {
 	if !c.mark(keying.Name(req.Tenant, req.Hash, keying.Refresh)) {
 		return false
 	}
 	r := *req
-	r.Refresh, r.NoCache, r.Tokens, r.Relays = true, false, nil, false // no client: nobody relays
+	r.Refresh, r.NoCache, r.Relays = true, false, false // no client: nobody relays
 	f := c.Join(r.Tenant, r.Hash, func() *Request { return &r })
 	c.running.Add(1)
 	go func() {

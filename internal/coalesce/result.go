@@ -13,6 +13,8 @@ import (
 
 // Request is what the leader's request contributes to its flight.
 type Request struct {
+	// Tenant names whose prompt this is in the flight's keys: the
+	// tenant's Scope (its id, and for an API tenant its generation).
 	Tenant   string
 	Hash     string // the prompt's key hash (keying)
 	Endpoint string // the API path below /v1
@@ -65,6 +67,9 @@ type Request struct {
 	Leaders    Leaders // the tenant's semaphore of upstream calls
 	MaxLeaders int
 	Tokens     Tokens // nil: no tokens/min limit
+	// Estimate is the call's token estimate (wire.Facts.Estimate), which
+	// the Observer charges for an answer whose usage cannot be read.
+	Estimate int
 }
 
 // Source is where an answer came from, as X-Corral-Cache names it.

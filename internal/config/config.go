@@ -48,11 +48,11 @@ type Config struct {
 	MaxBodyBytes        ByteSize      `env:"CORRAL_MAX_BODY_BYTES" envDefault:"8MiB" doc:"request body limit; larger bodies get 413 request_too_large"`
 	AdminToken          string        `env:"CORRAL_ADMIN_TOKEN" doc:"bearer token for admin endpoints; empty = admin disabled"`
 	ConsoleSecureCookie bool          `env:"CORRAL_CONSOLE_SECURE_COOKIE" envDefault:"false" doc:"true = mark the console's session cookie Secure on plain HTTP too, for a gateway behind a TLS-terminating proxy (a TLS request always gets it); the console's Origin check then also accepts https://<host>"`
-	LogLevel            string        `env:"CORRAL_LOG_LEVEL" envDefault:"info" doc:"debug, info, warn or error (JSON logs on stderr)"`
+	LogLevel            string        `env:"CORRAL_LOG_LEVEL" envDefault:"info" doc:"debug, info, warn or error (JSON logs on stderr). Every request, on any path, gets an access line (msg request) at info, except probes and scrapes (GET or HEAD of /healthz, /readyz, /metrics), logged at debug so a load balancer polling every few seconds does not drown the log"`
 	PprofAddr           string        `env:"CORRAL_PPROF_ADDR" doc:"serve Go's net/http/pprof on this separate address (keep it on loopback); empty = off"`
 	ShutdownTimeout     time.Duration `env:"CORRAL_SHUTDOWN_TIMEOUT" envDefault:"30s" doc:"on SIGTERM/SIGINT, how long in-flight requests and streams may finish; then every open stream ends with its API's error event, locks and live streams are released, and the process exits within it; give an orchestrator's grace period more"`
 	ForwardBaggage      bool          `env:"CORRAL_FORWARD_BAGGAGE" envDefault:"false" doc:"true = forward a client's W3C baggage header to the upstreams; false drops it (it is whatever the client wrote, often user or account data, and Corral's upstreams are shared third parties)"`
-	DataDir             string        `env:"CORRAL_DATA_DIR" envDefault:"./corral-data" doc:"embedded mode's persistent state: who owns which stored object (objects.db), the admin API's tenants, keys and audit trail (tenants.db); unused in distributed mode"`
+	DataDir             string        `env:"CORRAL_DATA_DIR" envDefault:"./corral-data" doc:"embedded mode's persistent state: who owns which stored object (objects.db), the admin API's tenants, keys and audit trail (tenants.db), the console's sign-outs (sessions.db), budgets' spend (spend.db), usage and chargeback rows (usage.db); unused in distributed mode"`
 }
 
 // Error is a configuration problem tied to one variable.

@@ -48,7 +48,9 @@ func ParsePolicy(doc []byte) (TenantSpec, error) {
 
 // PolicyJSON is the tenant's policy as a JSON object of tenants-file
 // fields (the fields set, without id and keys), as the admin API shows a
-// file tenant.
+// file tenant. A tenant without a models line has no "models" member
+// (every model), so the object, copied into an API tenant's policy,
+// allows what the file tenant allows; `models: []` stays [] (none).
 func (t TenantSpec) PolicyJSON() []byte {
 	t.ID, t.Keys = "", nil
 	b, err := yaml.MarshalWithOptions(t, yaml.JSON())
@@ -63,6 +65,11 @@ func (t TenantSpec) PolicyJSON() []byte {
 		if v == nil || k == "id" || k == "keys" {
 			delete(m, k)
 		}
+	}
+	if t.Models == nil {
+		// No models line allows every model; YAML writes the nil list as
+		// [], which as a policy would allow none.
+		delete(m, "models")
 	}
 	out, err := json.Marshal(m)
 	if err != nil {

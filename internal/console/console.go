@@ -31,10 +31,13 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/corralhq/corral/internal/lockout"
 )
 
 //go:embed assets
@@ -57,9 +60,13 @@ type Options struct {
 	// request, for a gateway behind a TLS-terminating proxy
 	// (CORRAL_CONSOLE_SECURE_COOKIE); a TLS request always gets it.
 	SecureCookie bool
-	// Revocations holds signed-out sessions: Redis when distributed.
-	// Default: in memory (embedded mode, one instance).
+	// Revocations holds signed-out sessions: Redis when distributed, the
+	// data dir's sessions.db when embedded. Default: in memory.
 	Revocations Revocations
+	// Lockout throttles wrong tokens at the sign-in per client address,
+	// shared with the admin API's (internal/lockout). Default: a count
+	// of the console's own, in memory.
+	Lockout lockout.Throttle
 	// Logger receives the console's errors. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -72,6 +79,7 @@ type Console struct {
 	tokenSum [sha256.Size]byte
 	secure   bool
 	sess     sessions
+	lockout  lockout.Throttle
 	log      *slog.Logger
 	now      func() time.Time
 	pages    map[string]*template.Template
@@ -104,6 +112,10 @@ func New(o Options) (*Console, error) {
 	rev := o.Revocations
 	if rev == nil {
 		rev = NewMemoryRevocations(c.now)
+	}
+	c.lockout = o.Lockout
+	if c.lockout == nil {
+		c.lockout = lockout.NewMemory(lockout.MemoryOptions{Now: c.now})
 	}
 	c.sess = sessions{key: sessionKey(o.AdminToken), revoked: rev, now: c.now}
 	c.pages = parsePages()
@@ -307,10 +319,16 @@ func (c *Console) handleLoginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleLogin exchanges the admin token for a session cookie. The token
-// is compared in constant time, as digests, like the admin API's bearer.
+// is compared in constant time, as digests, like the admin API's bearer;
+// an address locked out for guessing is refused whatever its token.
 func (c *Console) handleLogin(w http.ResponseWriter, r *http.Request) {
-	got := sha256.Sum256([]byte(r.PostFormValue("token")))
-	if subtle.ConstantTimeCompare(got[:], c.tokenSum[:]) != 1 {
+	token := r.PostFormValue("token")
+	got := sha256.Sum256([]byte(token))
+	wrong := subtle.ConstantTimeCompare(got[:], c.tokenSum[:]) != 1
+	if token != "" && c.lockedOut(w, r, wrong) {
+		return
+	}
+	if wrong {
 		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "That is not the admin token (CORRAL_ADMIN_TOKEN). Try again."})
 		return
 	}
@@ -336,4 +354,23 @@ func (c *Console) handleLogout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: Prefix + "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.secure || r.TLS != nil})
 	c.render(w, r, http.StatusOK, "login", page{Title: "Sign in", Flash: "Signed out."})
+}
+
+// lockedOut counts a sign-in's token (wrong or right) against the
+// visitor's TCP peer and, when that address is locked out for guessing,
+// answers the sign-in page with 429 and reports true.
+func (c *Console) lockedOut(w http.ResponseWriter, r *http.Request, wrong bool) bool {
+	client := lockout.Client(r.RemoteAddr)
+	v := c.lockout.Attempt(r.Context(), client, wrong)
+	if v.Locked {
+		c.log.Warn("console: address locked out after repeated wrong tokens", slog.String("client", client))
+	}
+	if !v.Refused {
+		return false
+	}
+	secs := strconv.FormatInt(int64((v.RetryAfter+time.Second-1)/time.Second), 10)
+	w.Header().Set("Retry-After", secs)
+	c.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Sign in",
+		Error: "Too many wrong tokens from your address: sign-in is refused, the right token included, for " + secs + " more seconds."})
+	return true
 }

@@ -134,15 +134,7 @@ type liveData struct {
 func (c *Console) live(r *http.Request) liveData {
 	ctx := r.Context()
 	d := liveData{Flights: int64(c.b.FlightsInProgress()), Upstreams: c.b.Upstreams(), Now: c.now().UTC()}
-	ts := c.b.Tenants(ctx)
-	for i, r := range c.usages(ctx, ts) {
-		if r.err != nil {
-			d.Missing = append(d.Missing, ts[i].ID)
-			continue
-		}
-		d.Totals.Tenants++
-		sum(&d.Totals.Usage, r.u)
-	}
+	d.Totals, d.Missing = c.totals(ctx)
 	today := d.Now.Truncate(24 * time.Hour)
 	rows, err := c.usageDays(ctx, today.AddDate(0, 0, -29), today)
 	if err != nil {
@@ -160,6 +152,22 @@ func (c *Console) live(r *http.Request) liveData {
 	outcomes, minutes := c.b.LastHour()
 	d.Hour = newHourChart(outcomes, minutes)
 	return d
+}
+
+// totals sums every tenant's usage (GET /admin/tenants/{id}/usage, every
+// instance's), the one source of the figures a page shows for all
+// tenants; missing lists the tenants whose usage could not be read.
+func (c *Console) totals(ctx context.Context) (t totals, missing []string) {
+	ts := c.b.Tenants(ctx)
+	for i, r := range c.usages(ctx, ts) {
+		if r.err != nil {
+			missing = append(missing, ts[i].ID)
+			continue
+		}
+		t.Tenants++
+		sum(&t.Usage, r.u)
+	}
+	return t, missing
 }
 
 // usageReads bounds the usage reads the console makes at once, over all
@@ -421,11 +429,20 @@ func (c *Console) handleCreateKey(w http.ResponseWriter, r *http.Request) {
 	c.renderTenant(w, r, http.StatusCreated, id, "Key created. Copy it now: it is shown this once.", "", &k)
 }
 
+// upstreamsPage is the Upstreams page: this instance's attempts per
+// upstream, and the upstream calls made for tenants on every instance
+// (the Overview's figure, from the same usage counters).
+type upstreamsPage struct {
+	Upstreams []Upstream
+	Totals    totals
+	Missing   []string
+	Now       time.Time
+}
+
 func (c *Console) handleUpstreams(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, http.StatusOK, "upstreams", page{Title: "Upstreams", Nav: "upstreams", Data: struct {
-		Upstreams []Upstream
-		Now       time.Time
-	}{c.b.Upstreams(), c.now()}})
+	p := upstreamsPage{Upstreams: c.b.Upstreams(), Now: c.now()}
+	p.Totals, p.Missing = c.totals(r.Context())
+	c.render(w, r, http.StatusOK, "upstreams", page{Title: "Upstreams", Nav: "upstreams", Data: p})
 }
 
 // auditShown is how many events the Audit page lists.

@@ -120,10 +120,11 @@ type Revocations interface {
 	Revoked(ctx context.Context, id string) (bool, error)
 }
 
-// MemoryRevocations keeps revoked sessions in process: right for embedded
-// mode, where one instance issues and checks every session. It holds one
-// entry per sign-out of the last SessionTTL, each dropped once its
-// session would have expired.
+// MemoryRevocations keeps revoked sessions in process, for one instance
+// that need not remember them across a restart (the gateway's embedded
+// mode keeps them in BoltRevocations, so a restart forgets no sign-out).
+// It holds one entry per sign-out of the last SessionTTL, each dropped
+// once its session would have expired.
 type MemoryRevocations struct {
 	now func() time.Time
 	mu  sync.Mutex           // protects ids

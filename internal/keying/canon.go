@@ -46,7 +46,9 @@ type canon struct {
 	req                  Request
 	maxTokens, maxCompl  int
 	hasMaxTok, hasMaxCpl bool
-	streamOptions        int // index in members of a top-level member dropped only when streaming, or -1
+	streamOptions        int   // index in members of a top-level member dropped only when streaming, or -1
+	storeFalse           bool  // top-level "store": false
+	itemIDs              []int // indices in order of the item ids dropped when storeFalse; see itemDone
 
 	policy *Policy // what this parse drops
 }
@@ -99,6 +101,8 @@ const (
 	roleContent            // messages[i].content: trimmed when a string
 	rolePart               // messages[i].content[j]
 	roleText               // messages[i].content[j].text: trimmed
+	roleItems              // the top-level array of the policy's WithUnstoredItemIDs
+	roleItem               // an element of it
 )
 
 // memberRole is the role of the value of member key in an object of role r.
@@ -130,6 +134,8 @@ func elemRole(r role) role {
 		return roleMessage
 	case roleContent:
 		return rolePart
+	case roleItems:
+		return roleItem
 	}
 	return roleOther
 }
@@ -141,6 +147,7 @@ func (c *canon) run(body []byte) error {
 	c.req = Request{N: 1}
 	c.hasMaxTok, c.hasMaxCpl = false, false
 	c.streamOptions = -1
+	c.storeFalse, c.itemIDs = false, c.itemIDs[:0]
 
 	c.skipSpace()
 	if c.pos == len(c.in) {
@@ -281,7 +288,9 @@ func (c *canon) object(r role) error {
 	base := len(c.members)
 	keysMark := len(c.keys)
 	emitted := 0
-	folds := false // a top-level key needs a case-fold check
+	folds := false    // a top-level key needs a case-fold check
+	itemID := false   // a roleItem has a string "id"
+	itemType := false // and a "type" whose id may be dropped
 
 	c.skipSpace()
 	if c.pos < len(c.in) && c.in[c.pos] == '}' {
@@ -319,12 +328,23 @@ func (c *canon) object(r role) error {
 			}
 			c.pos++
 			c.out = append(c.out, ':')
-			if err := c.value(memberRole(r, key)); err != nil {
+			mr := memberRole(r, key)
+			if r == roleRoot && c.policy.items != nil && string(key) == c.policy.items.field {
+				mr = roleItems
+			}
+			if err := c.value(mr); err != nil {
 				return err
 			}
 			switch r {
 			case roleRoot:
 				c.rootFact(key)
+			case roleItem:
+				switch {
+				case string(key) == "id" && c.kind == kindString:
+					itemID = true
+				case string(key) == "type" && c.kind == kindString:
+					itemType = c.policy.itemType(c.lastStr)
+				}
 			case roleStreamOptions:
 				if string(key) == "include_usage" && c.kind == kindBool {
 					c.req.IncludeUsage = c.boolVal
@@ -371,8 +391,20 @@ func (c *canon) object(r role) error {
 			m.start = m.end // drop
 			rewrite = true
 		}
-		if err := c.sortMembers(self, base, rewrite); err != nil {
+		if r == roleRoot && c.storeFalse {
+			for _, i := range c.itemIDs {
+				m := &c.order[i]
+				m.start = m.end // drop
+			}
+		}
+		// An item whose id may be dropped is saved member by member, so
+		// the root can drop the id once it has read "store".
+		candidate := r == roleItem && itemID && itemType
+		if err := c.sortMembers(self, base, rewrite || candidate); err != nil {
 			return err
+		}
+		if candidate {
+			c.itemDone(self)
 		}
 	}
 	o := &c.objects[self]
@@ -383,6 +415,19 @@ func (c *canon) object(r role) error {
 	c.depth--
 	c.kind = kindObject
 	return nil
+}
+
+// itemDone records where the "id" of the item object self, just saved
+// member by member on c.order, is. It runs before the object's escaped
+// keys are forgotten.
+func (c *canon) itemDone(self int) {
+	o := &c.objects[self]
+	for i := o.first; i < o.last; i++ {
+		if string(c.keyOf(c.order[i])) == "id" {
+			c.itemIDs = append(c.itemIDs, i)
+			return
+		}
+	}
 }
 
 func (c *canon) compareMembers(a, b member) int {
@@ -477,6 +522,8 @@ func (c *canon) rootFact(key []byte) {
 		if c.kind == kindBool {
 			c.req.Stream = c.boolVal
 		}
+	case "store":
+		c.storeFalse = c.kind == kindBool && !c.boolVal
 	case "max_tokens":
 		if c.kind == kindNumber && c.intOK {
 			c.maxTokens, c.hasMaxTok = c.intVal, true

@@ -23,7 +23,7 @@ var ErrAmbiguousKey = errors.New("ambiguous key")
 // readFields are the top-level fields whose value Corral reads or drops.
 // A key that folds to one of them must be spelt exactly as here.
 var readFields = []string{
-	"background", "conversation", "input", "max_completion_tokens", "max_output_tokens",
+	"background", "client_metadata", "conversation", "input", "max_completion_tokens", "max_output_tokens",
 	"max_tokens", "messages", "metadata", "model", "n", "prompt", "prompt_cache_key",
 	"safety_identifier", "store", "stream", "stream_options", "tools", "user",
 }

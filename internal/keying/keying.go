@@ -46,7 +46,12 @@
 //     stream_options: null, or an object when "stream" is true, since the
 //     API rejects stream_options without streaming). Any other value stays
 //     in the key, so a request the upstream rejects for that field does not
-//     share a (negative) cache entry with a valid one.
+//     share a (negative) cache entry with a valid one;
+//   - where the Policy says so (Policy.WithUnstoredItemIDs, the Responses
+//     API's input), the string "id" of the items of one top-level array
+//     whose string "type" the policy names, when the top-level "store" is
+//     false: such an item is never stored, so its id names nothing the
+//     answer can depend on.
 //
 // Everything else, at any depth, is part of the key, including array order,
 // null values (null is not the same as absent) and the type of a value ("1"
@@ -55,9 +60,12 @@
 // # Versioning
 //
 // Version names the canonical form and is part of both the hash input and
-// every Redis key. Any change to the canonical form, however small, must bump
-// Version: entries written under the old form then simply stop matching, and
-// an old entry is never served under a new meaning.
+// every Redis key. Any change to the canonical form that could serve an old
+// entry under a new meaning, however small, must bump Version: entries
+// written under the old form then simply stop matching. The one exception is
+// a policy leaving out one more field that never changed the answer (see
+// Policy): the old entries keep their meaning and are reached by more
+// requests that mean the same, so v1 stays.
 //
 // # Rejected input
 //
@@ -190,7 +198,8 @@ func putCanon(c *canon) {
 	if cap(c.out) > maxPooledBytes || cap(c.final) > maxPooledBytes || cap(c.fold) > maxPooledBytes ||
 		cap(c.str) > maxPooledBytes || cap(c.keys) > maxPooledBytes ||
 		cap(c.num) > maxPooledBytes || cap(c.members) > maxPooledBytes/40 ||
-		cap(c.order) > maxPooledBytes/40 || cap(c.objects) > maxPooledBytes/48 {
+		cap(c.order) > maxPooledBytes/40 || cap(c.objects) > maxPooledBytes/48 ||
+		cap(c.itemIDs) > maxPooledBytes/8 {
 		return
 	}
 	canonPool.Put(c)

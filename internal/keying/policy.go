@@ -5,17 +5,26 @@ package keying
 // itself is the same for every API; each wire format (internal/wire/...)
 // brings its policy. A policy is part of the canonical form: changing one
 // that is in use means bumping Version, unless no old entry can be served
-// under a new meaning: keeping a field that was dropped only splits keys
-// (a body without the field keys as before, and the bodies with it get
-// keys of their own), and dropping a field that never changed the answer
-// only joins bodies whose answers are the same.
+// under a new meaning. Dropping a field (or a nested id, see
+// WithUnstoredItemIDs) that never changed the answer is such a change: the
+// entries already stored stay right, and only become reachable by more
+// requests that mean the same (a body without the field keys as before).
+// Keeping a field that was dropped is not: a body without it would still
+// find entries answered for bodies with any value of it.
 //
 // A field is dropped only when its value has one of the kinds the policy
 // names, the kinds the API accepts for it: any other value stays in the
 // key, so a request the upstream rejects for that field does not share a
 // (negative) cache entry with a valid one.
 type Policy struct {
-	rules []rule // few: a linear scan beats hashing every top-level key
+	rules []rule     // few: a linear scan beats hashing every top-level key
+	items *itemsRule // nil: every item id is part of the key
+}
+
+// itemsRule is WithUnstoredItemIDs's rule.
+type itemsRule struct {
+	field string   // the top-level array whose items it looks at
+	types []string // the item types whose id is dropped
 }
 
 type rule struct {
@@ -31,6 +40,39 @@ func NewPolicy(drop map[string]Drop) *Policy {
 		p.rules = append(p.rules, rule{f, d})
 	}
 	return p
+}
+
+// WithUnstoredItemIDs returns a copy of p that also leaves out the "id"
+// of each element of the top-level array field whose "type" is one of
+// types, when the body's top-level "store" is false. Both must be strings
+// (and "store" the literal false: absent or null is the API's default,
+// stored), otherwise the id stays.
+//
+// It is for APIs that store a request's items under their ids unless
+// told not to (the Responses API's input): an unstored item's id names
+// nothing anyone can read back, so for an item that carries its whole
+// content it cannot change the answer, while clients mint a fresh one for
+// the same item on every run. types must list only such items: an item
+// whose id the upstream resolves (an item_reference, a reasoning item it
+// may read back from storage) keeps its id whatever store says.
+func (p *Policy) WithUnstoredItemIDs(field string, types ...string) *Policy {
+	q := *p
+	q.items = &itemsRule{field: field, types: append([]string(nil), types...)}
+	return &q
+}
+
+// itemType reports whether an item of the policy's array with this type
+// has its id dropped when unstored.
+func (p *Policy) itemType(typ []byte) bool {
+	if p.items == nil {
+		return false
+	}
+	for _, t := range p.items.types {
+		if t == string(typ) {
+			return true
+		}
+	}
+	return false
 }
 
 // drop is the policy's word on the top-level member key.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/corralhq/corral/internal/accessline"
@@ -57,6 +56,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // Only the request's own goroutine touches it.
 type logRecord struct {
 	tenant     string
+	scope      string // the tenant's Scope: what its usage is counted under
 	endpoint   string // the model endpoint, or "proxy"
 	model      string
 	cache      string
@@ -67,6 +67,7 @@ type logRecord struct {
 	cost       spend.Nanodollars // what this request's upstream call cost (a leader, a BYPASS)
 	savedUSD   spend.Nanodollars // what a HIT, STALE or COALESCED answer saved
 	priceLabel string            // the catalog's name of the model priced; "" when none was
+	usageRow   string            // the model of the usage row it counts in (usageModel); "" for other
 	err        string            // the cause behind a 5xx, never shown to the client
 	bypass     string            // why a request was never cached (a Responses background run, ...)
 }
@@ -104,6 +105,21 @@ func accessLog(log *slog.Logger, enc *accessline.Encoder, observe func(*logRecor
 	}
 }
 
+// isProbe reports a load balancer's probe or a scraper's request (GET or
+// HEAD of /healthz, /readyz or /metrics): the one kind of request logged
+// at debug, since one arrives every few seconds per instance and would
+// drown the rest. Every other request, on any path, is logged at info.
+func isProbe(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/metrics":
+		return true
+	}
+	return false
+}
+
 // logRequest observes a finished request and writes its access log line:
 // through enc when the server has the gateway's encoder, else through
 // log's handler. Both write the same bytes (internal/accessline's tests).
@@ -111,8 +127,8 @@ func logRequest(log *slog.Logger, enc *accessline.Encoder, observe func(*logReco
 	elapsed := time.Since(start)
 	observe(rec, sw.status, elapsed)
 	level := slog.LevelInfo
-	if !strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasPrefix(r.URL.Path, "/admin/") {
-		level = slog.LevelDebug // probes and scrapes
+	if isProbe(r) {
+		level = slog.LevelDebug
 	}
 	if !log.Enabled(r.Context(), level) {
 		return

@@ -42,12 +42,18 @@ func (s *Server) adminRoutes(r chi.Router) {
 }
 
 // adminAuth checks "Authorization: Bearer <CORRAL_ADMIN_TOKEN>" in
-// constant time (comparing digests, so the token's length leaks nothing).
+// constant time (comparing digests, so the token's length leaks nothing),
+// and refuses every token from an address locked out for guessing.
 func (s *Server) adminAuth(next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(s.adminToken))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := sha256.Sum256([]byte(bearerOnly(r)))
-		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		token := bearerOnly(r)
+		got := sha256.Sum256([]byte(token))
+		wrong := subtle.ConstantTimeCompare(got[:], want[:]) != 1
+		if token != "" && s.lockedOut(w, r, wrong) {
+			return
+		}
+		if wrong {
 			writeError(w, errAdminAuth)
 			return
 		}
@@ -116,14 +122,14 @@ func (s *Server) tenantUsage(ctx context.Context, id string) (usageJSON, *apiErr
 	if !ok {
 		return usageJSON{}, errUnknownTenant(id)
 	}
-	c, err := s.usage.Get(ctx, id)
+	c, err := s.usage.Get(ctx, t.Scope)
 	if err != nil {
 		recordFrom(ctx).err = err.Error()
 		return usageJSON{}, errUsageUnavailable
 	}
 	// Budgets are read from the ledger's store (Redis when distributed):
 	// without it, the last spend this instance read plus its own since.
-	standing, _ := s.budgets.Read(ctx, id, t.Budget)
+	standing, _ := s.budgets.Read(ctx, t.Scope, t.Budget)
 	return usageJSON{c.Requests, c.Hits, c.Coalesced, c.Negative, c.Bypass, c.UpstreamCalls, c.TokensUsed, c.TokensSaved,
 		map[string]int64{cacheHit: c.Hits, cacheCoalesced: c.Coalesced, cacheNegative: c.Negative, cacheBypass: c.Bypass, cacheStale: c.Stale},
 		spend.Nanodollars(c.CostNanos), spend.Nanodollars(c.SavedNanos), c.UnpricedCalls, byModelJSON(c.ByModel), budgetsJSON(standing)}, nil
@@ -170,7 +176,7 @@ type usageJSON struct {
 }
 
 // modelUsageJSON is one model's part of a tenant's usage; models are named
-// as the price catalog names them (other: everything it does not price).
+// as they answered (usageModel; other: what no model answered).
 type modelUsageJSON struct {
 	Requests      int64             `json:"requests"`
 	UpstreamCalls int64             `json:"upstream_calls"`
@@ -197,7 +203,7 @@ func (s *Server) handlePurgeTenant(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errUnknownTenant(id))
 		return
 	}
-	total, err := s.purgeTenant(r.Context(), id)
+	total, err := s.purgeTenant(r.Context(), s.scopeOf(id))
 	if err != nil {
 		recordFrom(r.Context()).err = err.Error()
 		writeError(w, errPurgeFailed)
@@ -206,12 +212,12 @@ func (s *Server) handlePurgeTenant(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]int{"deleted": total})
 }
 
-// purgeTenant removes a tenant's positive and negative entries and
-// returns how many.
-func (s *Server) purgeTenant(ctx context.Context, id string) (int, error) {
+// purgeTenant removes the positive and negative entries of a tenant's
+// Scope and returns how many.
+func (s *Server) purgeTenant(ctx context.Context, scope string) (int, error) {
 	total := 0
 	for _, kind := range []keying.Kind{keying.Response, keying.Negative} {
-		n, err := s.cache.DeletePattern(ctx, keying.TenantPattern(id)+"}:"+string(kind))
+		n, err := s.cache.DeletePattern(ctx, keying.TenantPattern(scope)+"}:"+string(kind))
 		if err != nil {
 			return total, err
 		}
@@ -231,7 +237,8 @@ func (s *Server) handlePurgeKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errInvalidRequest("The key must be the prompt's sha256: 64 lowercase hex digits.", "key"))
 		return
 	}
-	names := []string{keying.Name(id, hash, keying.Response), keying.Name(id, hash, keying.Negative)}
+	scope := s.scopeOf(id)
+	names := []string{keying.Name(scope, hash, keying.Response), keying.Name(scope, hash, keying.Negative)}
 	deleted := 0
 	if es, err := s.cache.GetMany(r.Context(), names...); err == nil {
 		for _, e := range es {

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
@@ -95,7 +96,7 @@ func (s *Server) createKey(ctx context.Context, remote, id string, fields map[st
 		switch name {
 		case "name":
 			if json.Unmarshal(raw, &req.Name) != nil || !validKeyName(req.Name) {
-				return createdKeyJSON{}, errInvalidRequest("\"name\" must be a string of at most 64 printable characters, not starting with \"sk-\".", "name")
+				return createdKeyJSON{}, errInvalidRequest("\"name\" must be a string of at most 64 printable characters (no control, format or bidi characters), not starting with \"sk-\".", "name")
 			}
 		case "expires_at":
 			var t time.Time
@@ -109,6 +110,10 @@ func (s *Server) createKey(ctx context.Context, remote, id string, fields map[st
 				return createdKeyJSON{}, errInvalidRequest("\"expires_at\" is in the past; a key must expire in the future.", "expires_at")
 			}
 			t = t.UTC()
+			if t.Year() > maxExpiryYear {
+				// RFC 3339 writes four-digit years: the key could not be stored.
+				return createdKeyJSON{}, errInvalidRequest("\"expires_at\" must be before 10000-01-01T00:00:00Z.", "expires_at")
+			}
 			req.ExpiresAt = &t
 		default:
 			return createdKeyJSON{}, errInvalidRequest("Unknown field "+jsonQuote(clipField(name))+"; a key takes \"name\" and \"expires_at\".", clipField(name))
@@ -128,13 +133,25 @@ func (s *Server) createKey(ctx context.Context, remote, id string, fields map[st
 	return createdKeyJSON{ID: k.ID, Key: key, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt}, nil
 }
 
+// maxExpiryYear is the last year a key's expires_at may fall in, in UTC:
+// RFC 3339, the store's form, writes four-digit years.
+const maxExpiryYear = 9999
+
 // validKeyName refuses a name that is too long, not text, or looks like
-// a key: a key pasted into the name would be listed to every admin.
+// a key: a key pasted into the name would be listed to every admin. It
+// also refuses every character that shows as something else or as
+// nothing, so a name cannot pass for another in the console or `gateway
+// keys list`: C0 and C1 controls and DEL (Cc), format characters (Cf:
+// the bidi overrides, embeddings and isolates U+202A–202E and
+// U+2066–2069, the marks U+200E/F and U+061C, zero-width characters, the
+// BOM) and the line and paragraph separators (Zl, Zp).
 func validKeyName(n string) bool {
 	if utf8.RuneCountInString(n) > 64 || !utf8.ValidString(n) || strings.HasPrefix(strings.ToLower(n), "sk-") {
 		return false
 	}
-	return !strings.ContainsFunc(n, func(r rune) bool { return r < 0x20 || r == 0x7f })
+	return !strings.ContainsFunc(n, func(r rune) bool {
+		return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp)
+	})
 }
 
 // clipField bounds a field name quoted back to the client.
@@ -187,7 +204,13 @@ func (s *Server) listKeys(ctx context.Context, id string) ([]keyJSON, *apiError)
 	for _, k := range t.Keys {
 		kj := keyJSON{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt}
 		if at, ok := used[k.ID]; ok {
+			// Uses are kept to the minute, so a key used in the minute it
+			// was made would read as used before it existed: it was used
+			// no earlier than its creation, which is what it shows then.
 			at = at.Truncate(time.Minute)
+			if at.Before(k.CreatedAt) {
+				at = k.CreatedAt
+			}
 			kj.LastUsed = &at
 		}
 		out = append(out, kj)

@@ -18,7 +18,8 @@ import (
 // optional. An earlier owner is replaced: the operator's word is final.
 func (s *Server) handleAssignObject(w http.ResponseWriter, r *http.Request) {
 	id, obj := chi.URLParam(r, "id"), chi.URLParam(r, "object_id")
-	if _, ok := s.tenants.Load().Get(id); !ok {
+	t, ok := s.tenants.Load().Get(id)
+	if !ok {
 		writeError(w, errUnknownTenant(id))
 		return
 	}
@@ -47,7 +48,7 @@ func (s *Server) handleAssignObject(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errInvalidRequest("No upstream named "+jsonQuote(body.Upstream)+".", "upstream"))
 		return
 	}
-	o := objects.Owner{Tenant: id, Upstream: body.Upstream}
+	o := objects.Owner{Tenant: t.Scope, Upstream: body.Upstream}
 	if err := s.objects.Assign(r.Context(), obj, o); err != nil {
 		recordFrom(r.Context()).err = err.Error()
 		writeError(w, errOwnershipUnavailable)
@@ -61,7 +62,8 @@ func (s *Server) handleAssignObject(w http.ResponseWriter, r *http.Request) {
 // tenant is not touched (404), so a typo cannot strip the wrong owner.
 func (s *Server) handleUnassignObject(w http.ResponseWriter, r *http.Request) {
 	id, obj := chi.URLParam(r, "id"), chi.URLParam(r, "object_id")
-	if _, ok := s.tenants.Load().Get(id); !ok {
+	t, ok := s.tenants.Load().Get(id)
+	if !ok {
 		writeError(w, errUnknownTenant(id))
 		return
 	}
@@ -71,7 +73,7 @@ func (s *Server) handleUnassignObject(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errOwnershipUnavailable)
 		return
 	}
-	if owners[0] == nil || owners[0].Tenant != id {
+	if owners[0] == nil || owners[0].Tenant != t.Scope {
 		writeError(w, errNoSuchObject(obj))
 		return
 	}

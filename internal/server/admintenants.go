@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,9 +37,11 @@ type tenantSources struct {
 	file *tenant.Registry  // the tenants file's tenants
 	api  map[string]apiRec // the store's tenants, by id; copied on write, never changed in place
 	// rev is the newest store revision api holds: a Mirror load that read
-	// an older one started before a change this instance has already
-	// applied, and would take it back until the next load.
-	rev int64
+	// an older one of the same epoch started before a change this
+	// instance has already applied, and would take it back until the next
+	// load. A load of another epoch, or a Rewound one, is never older: the
+	// store lost the history rev counts in, and the load replaces api.
+	rev tenantstore.Revision
 	// gen counts the changes of file and api; a rebuild records the one
 	// it was built from in built.
 	gen int64
@@ -52,14 +55,24 @@ type tenantSources struct {
 type apiRec struct {
 	rec  tenantstore.Tenant
 	spec tenant.Spec
-	rev  int64
+	rev  tenantstore.Revision
 }
 
-// SetAPITenants replaces the store's half of the registry with ts, a
-// Mirror's load that holds every change up to store revision rev. A load
+// olderRevision reports whether a is before b in one store history. A
+// revision of another epoch is never older: nothing orders the two.
+func olderRevision(a, b tenantstore.Revision) bool {
+	return a.Epoch == b.Epoch && a.N < b.N
+}
+
+// SetAPITenants replaces the store's half of the registry with l, a
+// Mirror's load that holds every change up to store revision l.Rev. A load
 // older than a change this instance already applied (its List began
 // before that change) is dropped: the change's own notification brings
-// the next load. A tenant whose stored policy no longer validates is left
+// the next load. A load from a store that lost its history (another epoch:
+// a FLUSHALL or a Redis restarted without persistence; or l.Rewound: a
+// failover to a replica behind) is taken whatever revision this instance
+// held, so changes made after the loss hold here and tenants the store
+// lost are gone. A tenant whose stored policy no longer validates is left
 // out and logged, never served with a policy nobody set.
 //
 // A load is cheap when little changed: a record this instance already
@@ -67,15 +80,18 @@ type apiRec struct {
 // policies again on every change would cost each instance seconds), and
 // a load that changes nothing (the echo of this instance's own change)
 // leaves the registry as it is.
-func (s *Server) SetAPITenants(rev int64, ts []tenantstore.Tenant) {
+func (s *Server) SetAPITenants(l tenantstore.Load) {
+	rev := l.Rev
 	s.sources.mu.Lock()
 	cur := s.sources.api
 	s.sources.mu.Unlock()
-	api := make(map[string]apiRec, len(ts))
-	changed := len(ts) != len(cur)
-	for _, t := range ts {
+	api := make(map[string]apiRec, len(l.Tenants))
+	changed := len(l.Tenants) != len(cur)
+	for _, t := range l.Tenants {
 		if old, ok := cur[t.ID]; ok && sameRecord(old.rec, t) {
-			old.rev = max(old.rev, rev)
+			if l.Rewound || !olderRevision(rev, old.rev) {
+				old.rev = rev
+			}
 			api[t.ID] = old
 			continue
 		}
@@ -88,12 +104,14 @@ func (s *Server) SetAPITenants(rev int64, ts []tenantstore.Tenant) {
 		api[t.ID] = apiRec{rec: t, spec: spec, rev: rev}
 	}
 	s.sources.mu.Lock()
-	if rev < s.sources.rev {
+	if !l.Rewound && olderRevision(rev, s.sources.rev) {
 		s.sources.mu.Unlock()
 		return
 	}
 	if !changed && sameIDs(api, s.sources.api) {
-		s.sources.rev = rev
+		// The same tenants: api differs only in the revisions, which a
+		// load of a lost history must reset.
+		s.sources.api, s.sources.rev = api, rev
 		s.sources.mu.Unlock()
 		return
 	}
@@ -107,7 +125,7 @@ func (s *Server) SetAPITenants(rev int64, ts []tenantstore.Tenant) {
 // version: every change sets a new version and update time, and a tenant
 // deleted and made again has a new creation time.
 func sameRecord(a, b tenantstore.Tenant) bool {
-	return a.ID == b.ID && a.Version == b.Version && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt)
+	return a.ID == b.ID && a.Generation == b.Generation && a.Version == b.Version && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt)
 }
 
 // sameIDs reports whether a holds the same tenants as b, each at the same
@@ -128,8 +146,10 @@ func sameIDs(a, b map[string]apiRec) bool {
 // setAPITenant applies this instance's own change, made at store revision
 // rev, at once (nil t: the tenant was removed), without waiting for the
 // store's notification. Two changes of one tenant applied here out of
-// order keep the newer.
-func (s *Server) setAPITenant(id string, t *tenantstore.Tenant, rev int64) {
+// order keep the newer. A change of another epoch than this instance
+// holds (the store lost its data) is applied too, and the store's
+// notification of it brings the full load that replaces the rest.
+func (s *Server) setAPITenant(id string, t *tenantstore.Tenant, rev tenantstore.Revision) {
 	var rec apiRec
 	if t != nil {
 		spec, err := s.apiSpec(*t)
@@ -139,11 +159,13 @@ func (s *Server) setAPITenant(id string, t *tenantstore.Tenant, rev int64) {
 		rec = apiRec{rec: *t, spec: spec, rev: rev}
 	}
 	s.sources.mu.Lock()
-	if cur, ok := s.sources.api[id]; ok && cur.rev > rev {
+	if cur, ok := s.sources.api[id]; ok && olderRevision(rev, cur.rev) {
 		s.sources.mu.Unlock()
 		return
 	}
-	s.sources.rev = max(s.sources.rev, rev)
+	if !olderRevision(rev, s.sources.rev) {
+		s.sources.rev = rev
+	}
 	api := maps.Clone(s.sources.api)
 	if api == nil {
 		api = map[string]apiRec{}
@@ -164,7 +186,7 @@ func (s *Server) apiSpec(t tenantstore.Tenant) (tenant.Spec, error) {
 	if err != nil {
 		return tenant.Spec{}, err
 	}
-	spec := tenant.Spec{ID: t.ID, Source: tenant.SourceAPI, Doc: t.Policy, Policy: p}
+	spec := tenant.Spec{ID: t.ID, Source: tenant.SourceAPI, Doc: t.Policy, Policy: p, Generation: t.Generation}
 	for _, k := range t.Keys {
 		tk := tenant.Key{ID: k.ID, SHA256: k.SHA256}
 		if k.ExpiresAt != nil {
@@ -244,7 +266,18 @@ func fileTenantJSON(spec tenant.Spec) tenantJSON {
 	if len(doc) == 0 {
 		doc = json.RawMessage("{}")
 	}
-	return tenantJSON{ID: spec.ID, Source: tenant.SourceFile, Policy: doc, Keys: []string{}}
+	return tenantJSON{ID: spec.ID, Source: tenant.SourceFile, Policy: doc, Keys: fileKeyIDs(len(spec.KeySHA256))}
+}
+
+// fileKeyIDs names a file tenant's n keys file_1 … file_n, by their place
+// in its keys list: the file holds only their sha256, which the admin API
+// never shows, so the place is the one name they have.
+func fileKeyIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "file_" + strconv.Itoa(i+1)
+	}
+	return ids
 }
 
 func apiTenantJSON(t tenantstore.Tenant) tenantJSON {
@@ -457,11 +490,12 @@ func (s *Server) deleteTenant(ctx context.Context, remote, id string) (map[strin
 	if !keying.ValidTenantID(id) {
 		return nil, errUnknownTenant(id)
 	}
-	if _, aerr := s.apply(ctx, tenantstore.TenantDeleted{ID: id}, remote); aerr != nil {
+	gone, aerr := s.apply(ctx, tenantstore.TenantDeleted{ID: id}, remote)
+	if aerr != nil {
 		return nil, aerr
 	}
 	out := map[string]any{"id": id, "deleted": true}
-	if n, err := s.purgeTenant(ctx, id); err != nil {
+	if n, err := s.purgeTenant(ctx, tenant.ScopeOf(id, gone.Generation)); err != nil {
 		// The tenant is gone (its keys no longer work); only its entries
 		// linger until their TTL. Said in the answer and the log.
 		recordFrom(ctx).err = err.Error()

@@ -32,19 +32,73 @@ func TestMirrorLoadOlderThanOwnChangeIsDropped(t *testing.T) {
 	after.Version = 2
 	after.Keys = []tenantstore.Key{{ID: "key_1", SHA256: tenant.HashKey(key)}}
 
-	s.SetAPITenants(5, []tenantstore.Tenant{before}) // the tenant's creation, loaded
-	s.setAPITenant("acme", &after, 6)                // this instance makes a key
-	s.SetAPITenants(5, []tenantstore.Tenant{before}) // a load that listed before the key
+	s.SetAPITenants(loadAt(5, []tenantstore.Tenant{before})) // the tenant's creation, loaded
+	s.setAPITenant("acme", &after, revAt(6))                 // this instance makes a key
+	s.SetAPITenants(loadAt(5, []tenantstore.Tenant{before})) // a load that listed before the key
 	if _, ok := s.tenants.Load().Authenticate(key); !ok {
 		t.Fatal("the key made at revision 6 was taken back by a load of revision 5")
 	}
-	s.setAPITenant("acme", &before, 5) // an older change of the same tenant, applied late
+	s.setAPITenant("acme", &before, revAt(5)) // an older change of the same tenant, applied late
 	if _, ok := s.tenants.Load().Authenticate(key); !ok {
 		t.Fatal("an older change of the tenant replaced a newer one")
 	}
-	s.SetAPITenants(7, nil) // a newer load: the tenant is gone everywhere
+	s.SetAPITenants(loadAt(7, nil)) // a newer load: the tenant is gone everywhere
 	if _, ok := s.tenants.Load().Authenticate(key); ok {
 		t.Fatal("a newer load was dropped")
+	}
+}
+
+// TestMirrorLoadOfALostHistoryReplaces: once the store lost its data, its
+// revisions count again from below what this instance holds. A load of
+// the new epoch, or a Rewound one (a failover to a replica behind),
+// replaces what this instance holds, and the changes made afterwards, its
+// own included, take effect at once; they are not dropped as older.
+func TestMirrorLoadOfALostHistoryReplaces(t *testing.T) {
+	file, err := tenant.NewRegistry(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{log: slog.New(slog.DiscardHandler)}
+	s.sources.file = file
+	s.sources.parse = func([]byte) (tenant.Policy, error) { return tenant.Policy{MaxLeaders: 1}, nil }
+	withKey := func(id string, version int64, key string) tenantstore.Tenant {
+		t := tenantstore.Tenant{ID: id, Version: version, Policy: []byte(`{}`)}
+		if key != "" {
+			t.Keys = []tenantstore.Key{{ID: "key_" + id, SHA256: tenant.HashKey(key)}}
+		}
+		return t
+	}
+	live := func(key string) bool {
+		_, ok := s.tenants.Load().Authenticate(key)
+		return ok
+	}
+	s.SetAPITenants(loadAt(7, []tenantstore.Tenant{withKey("lost", 7, "sk-corral-lost")}))
+
+	// A FLUSHALL: the new epoch's first load holds one change.
+	e2 := func(n int64) tenantstore.Revision { return tenantstore.Revision{Epoch: "e2", N: n} }
+	s.SetAPITenants(tenantstore.Load{Rev: e2(2), Tenants: []tenantstore.Tenant{withKey("fresh", 2, "sk-corral-fresh")}})
+	if live("sk-corral-lost") || !live("sk-corral-fresh") {
+		t.Fatalf("after a load of a new epoch: lost key live %v, new key live %v; want false, true", live("sk-corral-lost"), live("sk-corral-fresh"))
+	}
+	revoked := withKey("fresh", 3, "")
+	s.setAPITenant("fresh", &revoked, e2(3)) // this instance revokes the key
+	if live("sk-corral-fresh") {
+		t.Fatal("a key revoked here after the loss still authenticates")
+	}
+	s.SetAPITenants(tenantstore.Load{Rev: e2(2), Tenants: []tenantstore.Tenant{withKey("fresh", 2, "sk-corral-fresh")}})
+	if live("sk-corral-fresh") {
+		t.Fatal("a load of the new epoch older than this instance's revoke took it back")
+	}
+
+	// A failover to a replica one change behind: the revoke is lost too.
+	s.SetAPITenants(tenantstore.Load{Rev: e2(1), Rewound: true, Tenants: []tenantstore.Tenant{withKey("other", 1, "")}})
+	if _, ok := s.tenants.Load().Get("fresh"); ok {
+		t.Fatal("a Rewound load was dropped as older")
+	}
+	made := withKey("other", 2, "sk-corral-other")
+	s.setAPITenant("other", &made, e2(2)) // a key made here after the failover
+	if !live("sk-corral-other") {
+		t.Fatal("a key made here after a failover does not authenticate")
 	}
 }
 
@@ -74,12 +128,12 @@ func TestMirrorLoadReusesUnchangedTenants(t *testing.T) {
 	for i := range ts {
 		ts[i] = tenantstore.Tenant{ID: fmt.Sprintf("t%03d", i), Version: 1, Policy: []byte(`{}`), CreatedAt: created, UpdatedAt: created}
 	}
-	s.SetAPITenants(1, ts)
+	s.SetAPITenants(loadAt(1, ts))
 	if parsed != 100 {
 		t.Fatalf("first load parsed %d policies; want 100", parsed)
 	}
 	reg := s.tenants.Load()
-	s.SetAPITenants(2, slices.Clone(ts))
+	s.SetAPITenants(loadAt(2, slices.Clone(ts)))
 	if parsed != 100 || s.tenants.Load() != reg {
 		t.Fatalf("an unchanged load parsed %d policies (want 100) or swapped the registry", parsed)
 	}
@@ -87,7 +141,7 @@ func TestMirrorLoadReusesUnchangedTenants(t *testing.T) {
 	next[3].Version, next[3].UpdatedAt, next[3].Policy = 2, created.Add(time.Minute), []byte(`{"requests_per_minute":7}`)
 	next[4].CreatedAt, next[4].UpdatedAt, next[4].Policy = created.Add(time.Hour), created.Add(time.Hour), []byte(`{"requests_per_minute":7}`) // deleted and made again
 	next = slices.Delete(next, 5, 6)
-	s.SetAPITenants(3, next)
+	s.SetAPITenants(loadAt(3, next))
 	if parsed != 102 {
 		t.Errorf("a load with two new versions parsed %d policies in all; want 102", parsed)
 	}
@@ -115,7 +169,7 @@ func TestConcurrentOwnChangesAllLand(t *testing.T) {
 			id := fmt.Sprintf("new%02d", i)
 			key := "sk-corral-" + id
 			rec := tenantstore.Tenant{ID: id, Version: 1, Policy: []byte(`{}`), Keys: []tenantstore.Key{{ID: "key_" + id, SHA256: tenant.HashKey(key)}}}
-			s.setAPITenant(id, &rec, int64(2000+i))
+			s.setAPITenant(id, &rec, revAt(int64(2000+i)))
 			if got, ok := s.tenants.Load().Authenticate(key); !ok || got.ID != id {
 				t.Errorf("%s: its key is not live when setAPITenant returns", id)
 			}
@@ -141,7 +195,7 @@ func benchSources(tb testing.TB, n int) *Server {
 		id := fmt.Sprintf("t%05d", i)
 		ts[i] = tenantstore.Tenant{ID: id, Version: 1, Policy: []byte(`{"requests_per_minute":600}`), Keys: []tenantstore.Key{{ID: "key_" + id, SHA256: tenant.HashKey("sk-" + id)}}}
 	}
-	s.SetAPITenants(1, ts)
+	s.SetAPITenants(loadAt(1, ts))
 	return s
 }
 
@@ -159,7 +213,18 @@ func BenchmarkCreateAPITenantsAt10k(b *testing.B) {
 			i := n.Add(1)
 			id := fmt.Sprintf("new%07d", i)
 			rec := tenantstore.Tenant{ID: id, Version: 1, Policy: []byte(`{}`)}
-			s.setAPITenant(id, &rec, 1+i)
+			s.setAPITenant(id, &rec, revAt(1+i))
 		}
 	})
+}
+
+// storeEpoch is the epoch of the store these tests' loads come from.
+const storeEpoch = "e1"
+
+// revAt is revision n of storeEpoch.
+func revAt(n int64) tenantstore.Revision { return tenantstore.Revision{Epoch: storeEpoch, N: n} }
+
+// loadAt is a Mirror's load of ts at revision n of storeEpoch.
+func loadAt(n int64, ts []tenantstore.Tenant) tenantstore.Load {
+	return tenantstore.Load{Rev: revAt(n), Tenants: ts}
 }

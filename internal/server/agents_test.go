@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,5 +172,93 @@ func TestAgentFixturesThreeAtOnce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// codexRun is the body of fixture as Codex sends it with web search off
+// (no web_search tool), and run a second `codex exec` of the same prompt:
+// the same body with fresh client_metadata values, prompt_cache_key and
+// input item ids, which is all that differs between two runs.
+func codexRun(t *testing.T, fixture string, run int) agentFixture {
+	t.Helper()
+	f := loadAgentFixture(t, fixture)
+	var body map[string]any
+	if err := json.Unmarshal([]byte(f.Body), &body); err != nil {
+		t.Fatal(err)
+	}
+	var tools []any
+	for _, tl := range body["tools"].([]any) {
+		if tl.(map[string]any)["type"] != "web_search" {
+			tools = append(tools, tl)
+		}
+	}
+	body["tools"] = tools
+	if run > 1 {
+		fresh := func(s string) string { return fmt.Sprintf("%s-run%d", s, run) }
+		meta := body["client_metadata"].(map[string]any)
+		for k, v := range meta {
+			meta[k] = fresh(v.(string))
+		}
+		body["prompt_cache_key"] = fresh(body["prompt_cache_key"].(string))
+		for _, it := range body["input"].([]any) {
+			item := it.(map[string]any)
+			if id, ok := item["id"].(string); ok {
+				item["id"] = fresh(id)
+			}
+		}
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Body = string(b)
+	return f
+}
+
+// TestCodexSecondRunIsAHit sends two runs of `codex exec` with web search
+// off: they differ only in client_metadata (session, thread and turn ids,
+// a start time), prompt_cache_key and the ids of unstored input items,
+// none of which changes the answer, so the second is a HIT and the
+// upstream is called once.
+func TestCodexSecondRunIsAHit(t *testing.T) {
+	for _, fixture := range []string{"codex-1.json", "codex-tool-2.json"} {
+		t.Run(fixture, func(t *testing.T) {
+			h := newHarness(t, withAnthropic)
+			a := codexRun(t, fixture, 1).send(t.Context(), h.gw.URL, acmeKey)
+			b := codexRun(t, fixture, 2).send(t.Context(), h.gw.URL, acmeKey)
+			if a.status != 200 || b.status != 200 || a.header.Get("X-Corral-Cache") != cacheMiss || b.header.Get("X-Corral-Cache") != cacheHit {
+				t.Errorf("runs: %d %s, %d %s; want 200 MISS, 200 HIT", a.status, a.header.Get("X-Corral-Cache"), b.status, b.header.Get("X-Corral-Cache"))
+			}
+			if !strings.Contains(b.body, "event: response.completed") {
+				t.Errorf("second run's stream does not complete:\n%.600s", b.body)
+			}
+			if calls := h.mock.Stats().Requests; calls != 1 {
+				t.Errorf("upstream calls = %d; want 1", calls)
+			}
+		})
+	}
+}
+
+// TestCodexStoredItemIDsStayInTheKey: with store true (here the API's
+// default, store left out) an input item's id names the item the upstream
+// stores, so a fresh id is a new request.
+func TestCodexStoredItemIDsStayInTheKey(t *testing.T) {
+	h := newHarness(t, withAnthropic)
+	stored := func(run int) agentFixture {
+		f := codexRun(t, "codex-1.json", run)
+		var body map[string]any
+		if err := json.Unmarshal([]byte(f.Body), &body); err != nil {
+			t.Fatal(err)
+		}
+		delete(body, "store")
+		delete(body, "include") // reasoning.encrypted_content is for unstored requests
+		b, _ := json.Marshal(body)
+		f.Body = string(b)
+		return f
+	}
+	a := stored(1).send(t.Context(), h.gw.URL, acmeKey)
+	b := stored(2).send(t.Context(), h.gw.URL, acmeKey)
+	if a.status != 200 || b.status != 200 || a.header.Get("X-Corral-Cache") != cacheMiss || b.header.Get("X-Corral-Cache") != cacheMiss {
+		t.Errorf("runs: %d %s, %d %s; want 200 MISS, 200 MISS", a.status, a.header.Get("X-Corral-Cache"), b.status, b.header.Get("X-Corral-Cache"))
 	}
 }

@@ -21,7 +21,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			}
 			return
 		}
-		recordFrom(r.Context()).tenant = t.ID
+		rec := recordFrom(r.Context())
+		rec.tenant, rec.scope = t.ID, t.Scope
 		next.ServeHTTP(w, r.WithContext(tenant.NewContext(r.Context(), t)))
 	})
 }

@@ -100,7 +100,7 @@ func BenchmarkHitHandlerAPITenants(b *testing.B) {
 				id := fmt.Sprintf("api-%05d", i)
 				ts[i] = tenantstore.Tenant{ID: id, Version: 1, Policy: []byte(`{}`), Keys: []tenantstore.Key{{ID: "key_" + id, SHA256: tenant.HashKey("sk-corral-" + id)}}}
 			}
-			h.srv.SetAPITenants(1, ts)
+			h.srv.SetAPITenants(loadAt(1, ts))
 			key := fmt.Sprintf("sk-corral-api-%05d", n/2)
 			benchPost(b, h.gw.URL, body, "Authorization", "Bearer "+key) // the entry, made by the same tenant
 			serve := hitServer(b, h.srv, key, body)

@@ -49,7 +49,7 @@ func (s *Server) checkBudget(w http.ResponseWriter, t *tenant.Tenant, model stri
 	if _, ok := s.prices.Load().Lookup(model); !ok {
 		return errModelNotPriced(model)
 	}
-	s.setBudgetHeader(w.Header(), s.budgets.Standing(t.ID, t.Budget), t.ID)
+	s.setBudgetHeader(w.Header(), s.budgets.Standing(t.Scope, t.Budget), t.ID)
 	return nil
 }
 
@@ -74,7 +74,7 @@ func (s *Server) checkUnmetered(w http.ResponseWriter, r *http.Request, t *tenan
 	if !t.AllowUnmetered {
 		return errBudgetUnmetered
 	}
-	s.setBudgetHeader(w.Header(), s.budgets.Standing(t.ID, t.Budget), t.ID)
+	s.setBudgetHeader(w.Header(), s.budgets.Standing(t.Scope, t.Budget), t.ID)
 	return nil
 }
 
@@ -113,7 +113,7 @@ func (fc *flightCharge) Take(ctx context.Context) error {
 	if !fc.t.Budget.Set() {
 		return nil
 	}
-	res, _, err := fc.s.budgets.Reserve(ctx, fc.t.ID, fc.t.Budget, fc.estimate)
+	res, _, err := fc.s.budgets.Reserve(ctx, fc.t.Scope, fc.t.Budget, fc.estimate)
 	var ee *spend.ExhaustedError
 	if errors.As(err, &ee) {
 		return errBudgetExhausted(ee)
@@ -139,8 +139,9 @@ func (fc *flightCharge) Release(ctx context.Context) {
 }
 
 // settleBudget replaces a flight's reservation with its call's cost; a
-// call nobody reserved for (a background refresh) is charged all the same.
-func (s *Server) settleBudget(ctx context.Context, tenantID string, charge any, cost spend.Nanodollars) {
+// call nobody reserved for (a background refresh) is charged all the same,
+// to the tenant of that Scope.
+func (s *Server) settleBudget(ctx context.Context, scope string, charge any, cost spend.Nanodollars) {
 	if fc, ok := charge.(*flightCharge); ok {
 		if fc.reserved {
 			fc.reserved = false
@@ -148,8 +149,8 @@ func (s *Server) settleBudget(ctx context.Context, tenantID string, charge any, 
 		}
 		return
 	}
-	t, ok := s.tenants.Load().Get(tenantID)
-	if ok && t.Budget.Set() && cost > 0 {
-		s.budgets.Settle(ctx, spend.Reservation{Tenant: tenantID}, cost)
+	t, ok := s.tenants.Load().Get(tenant.IDOfScope(scope))
+	if ok && t.Scope == scope && t.Budget.Set() && cost > 0 {
+		s.budgets.Settle(ctx, spend.Reservation{Tenant: scope}, cost)
 	}
 }

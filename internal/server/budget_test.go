@@ -296,3 +296,31 @@ func TestBypassChargedItsActualCost(t *testing.T) {
 		t.Errorf("upstream calls = %d; want 2", n)
 	}
 }
+
+// TestBudgetHeaderShowsTheCostAfterAMiss: once a MISS has settled, the
+// next answers' x-corral-budget-remaining-usd deducts what it cost, not
+// what it reserved, on one instance and on several.
+func TestBudgetHeaderShowsTheCostAfterAMiss(t *testing.T) {
+	check := func(t *testing.T, bases []string) {
+		ctx := context.Background()
+		miss := send(ctx, bases[0], cappedKey, cappedChat("priced once"))
+		if miss.status != 200 || miss.header.Get("X-Corral-Cache") != "MISS" || miss.header.Get(budgetHeader) != "0.01" {
+			t.Fatalf("miss: %d %v %s", miss.status, miss.header, miss.body)
+		}
+		// $0.01 less the call's cost, $0.00024 (its estimate was more).
+		hit := send(ctx, bases[0], cappedKey, cappedChat("priced once"))
+		if hit.status != 200 || hit.header.Get("X-Corral-Cache") != "HIT" || hit.header.Get(budgetHeader) != "0.00976" {
+			t.Errorf("hit after the miss: %d %s %q; want HIT with 0.00976 left", hit.status, hit.header.Get("X-Corral-Cache"), hit.header.Get(budgetHeader))
+		}
+	}
+	t.Run("embedded", func(t *testing.T) {
+		var calls atomic.Int64
+		h := newHarness(t, withPrices, withCapped(spend.Cent, &calls))
+		check(t, []string{h.gw.URL})
+	})
+	t.Run("distributed", func(t *testing.T) {
+		var calls atomic.Int64
+		h, _ := distributed(t, 2, withPrices, withCapped(spend.Cent, &calls))
+		check(t, h.bases())
+	})
+}

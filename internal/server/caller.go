@@ -12,6 +12,7 @@ import (
 	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/negcache"
 	"github.com/corralhq/corral/internal/telemetry"
+	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
 	"github.com/corralhq/corral/internal/wire"
 )
@@ -36,7 +37,7 @@ func (c caller) Call(ctx context.Context, req *coalesce.Request) (*coalesce.Resp
 	if changed && s.splice.skip(req.Upstream, s.serving(apiOf(req.Endpoint), req.Model)) {
 		body, changed = req.Original, false
 	}
-	resp, err := s.send(ctx, req.Upstream, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: body, Tenant: req.Tenant})
+	resp, err := s.send(ctx, req.Upstream, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: body, Tenant: tenant.IDOfScope(req.Tenant)})
 	if err == nil && changed {
 		resp, changed, err = c.unspliced(ctx, req, resp)
 	}
@@ -64,6 +65,22 @@ func (c caller) Call(ctx context.Context, req *coalesce.Request) (*coalesce.Resp
 	return out, nil
 }
 
+// sendPrepared sends a forwarded call whose body may have been prepared
+// from the client's original (nil: it was not), with the flight's rules
+// for an upstream that refuses the prepared stream_options.
+func (s *Server) sendPrepared(ctx context.Context, rt route, req upstream.Request, original []byte) (*http.Response, error) {
+	if original != nil && s.splice.skip(rt.pin, s.serving(apiOf(req.Path), rt.model)) {
+		req.Body, original = original, nil
+	}
+	resp, err := s.sendRoute(ctx, rt, req)
+	if err != nil || original == nil {
+		return resp, err
+	}
+	resp, _, err = caller{s}.unspliced(ctx, &coalesce.Request{Tenant: req.Tenant, Endpoint: req.Path, Query: req.RawQuery,
+		Model: rt.model, Upstream: rt.pin, Header: req.Header, Original: original}, resp)
+	return resp, err
+}
+
 // unspliced looks at the answer to a prepared body. A 400 whose param
 // names stream_options is that upstream's refusal of the splice: the
 // client's own body goes to the same upstream, and when that one is not
@@ -86,7 +103,7 @@ func (c caller) unspliced(ctx context.Context, req *coalesce.Request, resp *http
 	if name != "" {
 		at = name // the upstream that refused, whichever routing chose
 	}
-	own, err := s.send(ctx, at, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: req.Original, Tenant: req.Tenant})
+	own, err := s.send(ctx, at, req.Model, upstream.Request{Method: http.MethodPost, Path: req.Endpoint, RawQuery: req.Query, Header: req.Header, Body: req.Original, Tenant: tenant.IDOfScope(req.Tenant)})
 	if err != nil {
 		return nil, false, err
 	}
@@ -124,9 +141,12 @@ func (o observer) Called(req *coalesce.Request, out coalesce.Outcome, err error,
 		prompt, completion = out.Entry.PromptTokens, out.Entry.CompletionTokens
 		answered = out.Entry
 	}
-	o.s.metrics.Upstream(req.Tenant, req.Model, outcome, d)
-	o.s.metrics.Tokens(req.Tenant, req.Model, prompt, completion)
-	cost := o.s.chargeCall(req.Tenant, req.Model, answered)
+	// req.Tenant is the tenant's Scope: its usage and spend are counted
+	// under it, its metrics under the id.
+	id := tenant.IDOfScope(req.Tenant)
+	o.s.metrics.Upstream(id, req.Model, outcome, d)
+	o.s.metrics.Tokens(id, req.Model, prompt, completion)
+	cost := o.s.chargeCall(req.Tenant, req.Model, answered, o.s.estimateCost(req.Model, req.Estimate))
 	o.s.settleBudget(context.Background(), req.Tenant, req.Tokens, cost)
 }
 

@@ -118,7 +118,7 @@ func (s *Server) newCall(r *http.Request, rec *logRecord, format wire.Format, en
 	c := &call{t: t, format: format, endpoint: endpoint, body: body, facts: facts, ctl: ctl, pin: pin, query: r.URL.RawQuery}
 	if creates {
 		c.stored = s.newRecorder(r.Context(), t, true, storedKind(endpoint))
-		c.stored.entryName = keying.Name(t.ID, facts.Hash, keying.Response)
+		c.stored.entryName = keying.Name(t.Scope, facts.Hash, keying.Response)
 	}
 	if facts.Bypass != "" {
 		rec.bypass = facts.Bypass // e.g. a background run or a hosted tool: never cached
@@ -190,30 +190,36 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	// A BYPASS is counted in the tenant's usage (tokens, cost, by model)
 	// from its answer's usage, read as it is relayed, and charged that
-	// actual cost against a budget; an answer without usage (a stream
-	// that did not ask for it, one cut short) is charged its reservation,
-	// the priced estimate.
+	// actual cost against a budget. A stream is sent asking for its usage
+	// as a flight's is (wire.Format.Prepare), the usage chunk hidden from
+	// a client that did not ask for it. An answer whose usage is unknown
+	// (none came, or none Corral believes) is charged its estimate, and
+	// so is one cut short: its reservation stands.
 	rec := recordFrom(r.Context())
-	ro := relayOptions{format: c.format, endpoint: c.endpoint}
-	ro.usage = func(u wire.Usage) {
-		if cost := s.chargeBypass(c.t.ID, c.facts.Model, u); u.Known {
-			rec.cost = cost
-		}
+	estimate := s.estimateCost(c.facts.Model, c.facts.Estimate)
+	ro := relayOptions{format: c.format, endpoint: c.endpoint, skip: c.format.Hidden(c.facts)}
+	ro.usage = func(u wire.Usage) { // called on a 200 answer only
+		rec.usageRow = answeredModel(u.Model, c.facts.Model)
+		rec.cost = s.chargeBypass(c.t.Scope, c.facts.Model, u, estimate)
+	}
+	body := c.body
+	if prepared, changed := c.format.Prepare(c.facts, c.body); changed {
+		body, ro.original = prepared, c.body
 	}
 	if c.t.Budget.Set() {
-		fc := &flightCharge{s: s, t: c.t, estimate: s.estimateCost(c.facts.Model, c.facts.Estimate)}
+		fc := &flightCharge{s: s, t: c.t, estimate: estimate}
 		if err := fc.Take(r.Context()); err != nil {
 			writeError(w, statusError(err))
 			return
 		}
 		rec.cost = fc.estimate
-		defer func() { s.settleBudget(context.WithoutCancel(r.Context()), c.t.ID, fc, rec.cost) }()
+		defer func() { s.settleBudget(context.WithoutCancel(r.Context()), c.t.Scope, fc, rec.cost) }()
 	}
 	rec.cache = cacheBypass
 	setCacheHeaders(w.Header(), cacheBypass, nil, false, c.ctl, s.now())
-	req := upstream.Request{Method: http.MethodPost, Path: c.endpoint, RawQuery: c.query, Header: r.Header, Body: c.body}
+	req := upstream.Request{Method: http.MethodPost, Path: c.endpoint, RawQuery: c.query, Header: r.Header, Body: body}
 	if c.stored != nil {
-		s.forwardObjects(w, r, c.t, c.route(), req, objects.Access{Kind: storedKind(c.endpoint)}, true)
+		s.forwardObjects(w, r, c.t, c.route(), req, objects.Access{Kind: storedKind(c.endpoint)}, true, ro)
 		return
 	}
 	s.forwardWith(w, r, c.route(), req, ro)
@@ -227,7 +233,7 @@ func (s *Server) flightRequest(c *call) *coalesce.Request {
 		ttl = c.ctl.ttl
 	}
 	return &coalesce.Request{
-		Tenant:      c.t.ID,
+		Tenant:      c.t.Scope,
 		Hash:        c.facts.Hash,
 		Endpoint:    c.endpoint,
 		Query:       c.query,
@@ -246,16 +252,28 @@ func (s *Server) flightRequest(c *call) *coalesce.Request {
 		Body:                 c.body,
 		Leaders:              c.t.Leaders,
 		MaxLeaders:           c.t.MaxLeaders,
+		Estimate:             c.facts.Estimate,
 	}
 }
 
 // refresh starts the background refresh of an entry just served stale
-// (stale_while_revalidate), with what a leader's request would carry.
+// (stale_while_revalidate), with what a leader's request would carry. A
+// refresh is an upstream call: for a tenant with a budget it is skipped
+// while this instance sees the budget spent (the stale entry keeps
+// serving), and otherwise reserves its estimate like any leader, so the
+// budget script refuses it when another instance spent the rest.
 func (s *Server) refresh(r *http.Request, c *call, req *coalesce.Request) {
 	rr := *req
 	rr.Header = r.Header.Clone()
 	if body, changed := c.format.Prepare(c.facts, c.body); changed {
 		rr.Body, rr.Original = body, c.body
+	}
+	rr.Tokens = nil
+	if c.t.Budget.Set() {
+		if left, _ := s.budgets.Standing(c.t.ID, c.t.Budget).Remaining(); left <= 0 {
+			return
+		}
+		rr.Tokens = &flightCharge{s: s, t: c.t, estimate: s.estimateCost(c.facts.Model, c.facts.Estimate)}
 	}
 	if s.flights.Refresh(&rr) {
 		s.metrics.Refresh(c.t.ID)
@@ -301,7 +319,7 @@ func (s *Server) serveFlight(w http.ResponseWriter, r *http.Request, c *call, re
 //
 //go:noinline
 func (s *Server) joinFlight(r *http.Request, c *call, req *coalesce.Request, span trace.Span) (f *coalesce.Flight, tokens *tenantTokens) {
-	f = s.flights.Join(c.t.ID, c.facts.Hash, func() *coalesce.Request {
+	f = s.flights.Join(c.t.Scope, c.facts.Hash, func() *coalesce.Request {
 		if span.IsRecording() {
 			// Set before the flight starts: the flight may mark it a
 			// follower of another instance's leader.
@@ -406,8 +424,9 @@ func (s *Server) account(rec *logRecord, c *call, f *coalesce.Flight, source coa
 	switch source {
 	case coalesce.Miss:
 		rec.prompt, rec.completion = e.PromptTokens, e.CompletionTokens
-		pa := s.priceEntry(e, rec.model)
+		pa := s.callCost(e, rec.model, s.estimateCost(c.facts.Model, c.facts.Estimate))
 		rec.cost, rec.priceLabel = pa.cost, pa.label
+		rec.usageRow = usageModel(e, rec.model)
 		if f.Ended() { // the upstream time is known when the flight ends
 			done, _ := f.Result()
 			rec.upstreamMS = float64(done.Upstream.Microseconds()) / 1000

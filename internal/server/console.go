@@ -129,7 +129,7 @@ func (b consoleBackend) Purge(ctx context.Context, id string) (int, error) {
 	if _, ok := b.s.tenants.Load().Get(id); !ok {
 		return 0, refusal(errUnknownTenant(id))
 	}
-	n, err := b.s.purgeTenant(ctx, id)
+	n, err := b.s.purgeTenant(ctx, b.s.scopeOf(id))
 	if err != nil {
 		recordFrom(ctx).err = err.Error()
 		return 0, refusal(errPurgeFailed)
@@ -178,17 +178,18 @@ func (b consoleBackend) UsageDays(ctx context.Context, from, to time.Time) ([]co
 }
 
 func (b consoleBackend) TenantDays(ctx context.Context, id string, from, to time.Time) ([]console.DayRow, error) {
-	if _, ok := b.s.tenants.Load().Get(id); !ok {
+	t, ok := b.s.tenants.Load().Get(id)
+	if !ok {
 		return nil, refusal(errUnknownTenant(id))
 	}
-	rows, err := b.s.usage.Days(ctx, []string{id}, from, to)
+	rows, err := b.s.usage.Days(ctx, []string{t.Scope}, from, to)
 	if err != nil {
 		return nil, refusal(errUsageUnavailable)
 	}
 	out := make([]console.DayRow, len(rows))
 	for i, r := range rows {
 		c := r.ModelCounters
-		out[i] = console.DayRow{Tenant: r.Tenant, Day: r.Day, Model: r.Model, ModelUsage: console.ModelUsage{Requests: c.Requests,
+		out[i] = console.DayRow{Tenant: idOfScope(r.Tenant), Day: r.Day, Model: r.Model, ModelUsage: console.ModelUsage{Requests: c.Requests,
 			UpstreamCalls: c.UpstreamCalls, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, CostNanos: c.CostNanos, SavedNanos: c.SavedNanos}}
 	}
 	return out, nil
@@ -238,7 +239,7 @@ func (s *Server) consoleRoutes(r interface {
 	Get(string, http.HandlerFunc)
 }, o ConsoleOptions) error {
 	c, err := console.New(console.Options{Backend: consoleBackend{s}, AdminToken: s.adminToken, SecureCookie: o.SecureCookie,
-		Revocations: o.Revocations, Logger: s.log, Now: s.now})
+		Revocations: o.Revocations, Lockout: s.lockout, Logger: s.log, Now: s.now})
 	if err != nil {
 		return err
 	}

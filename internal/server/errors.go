@@ -79,7 +79,6 @@ var (
 	errInvalidAnthropicKey = clientError(http.StatusUnauthorized, "invalid_api_key", "Incorrect or missing API key. Send your Corral key as 'x-api-key: YOUR_KEY' or 'Authorization: Bearer YOUR_KEY'.")
 	errTooLarge            = clientError(http.StatusRequestEntityTooLarge, "request_too_large", "Request body is larger than this gateway accepts.")
 	errMethodNotAllowed    = clientError(http.StatusMethodNotAllowed, "method_not_allowed", "Method not allowed for this path.")
-	errNotFound            = clientError(http.StatusNotFound, "not_found", "Unknown path. Corral serves the OpenAI API under /v1.")
 	// errClientClosed is logged, never seen: the client is gone.
 	errClientClosed = clientError(499, "client_closed_request", "The client closed the request.")
 	// errNoUpstreamForModel answers a model no configured upstream serves.

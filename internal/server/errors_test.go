@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,7 +41,7 @@ var ownErrors = []struct {
 	{"errInvalidAnthropicKey", errInvalidAnthropicKey, false},
 	{"errTooLarge", errTooLarge, false},
 	{"errMethodNotAllowed", errMethodNotAllowed, false},
-	{"errNotFound", errNotFound, false},
+	{"errUnknownPath", errUnknownPath(httptest.NewRequest(http.MethodPost, "/messages", nil)), false},
 	{"errClientClosed", errClientClosed, false},
 	{"errNoUpstreamForModel", errNoUpstreamForModel, false},
 	{"errInternal", errInternal, true},
@@ -60,6 +62,7 @@ var ownErrors = []struct {
 	{"errBatchInputUnread", errBatchInputUnread, true},
 	{"errBatchInputUnchecked", errBatchInputUnchecked, false},
 	{"errAdminAuth", errAdminAuth, false},
+	{"errTooManyAttempts", errTooManyAttempts(time.Minute), true},
 	{"errPurgeFailed", errPurgeFailed, true},
 	{"errUsageUnavailable", errUsageUnavailable, true},
 	{"errUnknownTenant", errUnknownTenant("nobody"), false},

@@ -142,7 +142,7 @@ func (s *Server) guardObjects(ctx context.Context, t *tenant.Tenant, acc objects
 	for i, o := range owners {
 		// An object of the other API is not found either: an OpenAI file
 		// id never names an Anthropic file, nor the other way round.
-		if o != nil && o.Tenant == t.ID && objects.IsAPI(acc.API, o.API()) {
+		if o != nil && o.Tenant == t.Scope && objects.IsAPI(acc.API, o.API()) {
 			continue
 		}
 		if err != nil {

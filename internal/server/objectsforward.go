@@ -38,7 +38,7 @@ type recorder struct {
 
 // newRecorder records for t what answers of kind (the path's) created.
 func (s *Server) newRecorder(ctx context.Context, t *tenant.Tenant, create bool, kind string) *recorder {
-	return &recorder{s: s, ctx: context.WithoutCancel(ctx), tenant: t.ID, create: create, kind: kind}
+	return &recorder{s: s, ctx: context.WithoutCancel(ctx), tenant: t.Scope, create: create, kind: kind}
 }
 
 // entry records the stored completion a cached or coalesced answer names;
@@ -100,8 +100,10 @@ func (rc *recorder) event(data []byte) {
 
 // forwardObjects forwards a request on an object path and records what
 // its answer created, removing the record when the object was deleted.
-func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, rt route, req upstream.Request, acc objects.Access, creates bool) {
-	resp, finish := s.forwardCall(w, r, rt, req)
+// o is how a model call's answer is relayed (its usage read, its stream's
+// hidden events, its original body); zero for other object paths.
+func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenant.Tenant, rt route, req upstream.Request, acc objects.Access, creates bool, o relayOptions) {
+	resp, finish := s.forwardCall(w, r, rt, req, o.original)
 	if resp == nil {
 		return
 	}
@@ -121,7 +123,7 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 	case !ok:
 		s.relay(w, r, resp)
 	case isEventStream(resp.Header):
-		o := relayOptions{onEvent: rc.event}
+		o.onEvent = rc.event
 		if acc.Kind == "response" {
 			// A Responses stream ends with its end event; one whose body
 			// ends first was cut and gets the API's error event.
@@ -140,13 +142,16 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 			upstream.CopyResponseHeader(w.Header(), resp.Header)
 			w.WriteHeader(resp.StatusCode)
 			_, _ = w.Write(body)
+			if o.usage != nil && resp.StatusCode == http.StatusOK && o.format.Answer(o.endpoint, body) {
+				o.usage(o.format.Usage(body))
+			}
 			return
 		}
 		resp.Body = struct {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
-		s.relay(w, r, resp)
+		s.relayWith(w, r, resp, o)
 	default:
 		s.relay(w, r, resp)
 	}
@@ -245,7 +250,7 @@ func (s *Server) forwardList(w http.ResponseWriter, r *http.Request, t *tenant.T
 			// In the model list only fine-tuned models are anyone's own;
 			// the upstream's base models are every tenant's.
 			shared := kind == "model" && !objects.IsFineTuned(p.IDs[i])
-			if shared || (o != nil && o.Tenant == t.ID && objects.IsAPI(rt.api, o.API())) {
+			if shared || (o != nil && o.Tenant == t.Scope && objects.IsAPI(rt.api, o.API())) {
 				items, ids = append(items, p.Items[i]), append(ids, p.IDs[i])
 			}
 		}

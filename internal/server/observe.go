@@ -3,6 +3,7 @@ package server
 import (
 	"time"
 
+	"github.com/corralhq/corral/internal/spend"
 	"github.com/corralhq/corral/internal/usage"
 )
 
@@ -20,10 +21,11 @@ func (s *Server) observe(rec *logRecord, status int, d time.Duration) {
 	}
 	s.metrics.Request(rec.tenant, endpoint, rec.cache, status, d)
 	c := usage.Counters{Requests: 1, TokensSaved: int64(rec.saved), SavedNanos: int64(rec.savedUSD)}
+	// Every request is in one row by model, the one its answer names
+	// (usageModel): the rows add up to the tenant's requests.
+	c.ByModel = map[string]usage.ModelCounters{rec.row(): {Requests: 1, SavedNanos: int64(rec.savedUSD)}}
 	if rec.model != "" {
-		label := s.modelLabel(rec)
-		c.ByModel = map[string]usage.ModelCounters{label: {Requests: 1, SavedNanos: int64(rec.savedUSD)}}
-		s.metrics.Saved(rec.tenant, label, int64(rec.savedUSD))
+		s.metrics.Saved(rec.tenant, s.modelLabel(rec), int64(rec.savedUSD))
 	}
 	switch rec.cache {
 	case cacheHit:
@@ -40,5 +42,14 @@ func (s *Server) observe(rec *logRecord, status int, d time.Duration) {
 	case cacheBypass:
 		c.Bypass = 1
 	}
-	s.usage.Add(rec.tenant, c)
+	s.usage.Add(rec.scope, c)
+}
+
+// row is the model of the usage row the request counts in: the model that
+// answered it, or other when none did.
+func (rec *logRecord) row() string {
+	if rec.usageRow == "" {
+		return spend.OtherModel
+	}
+	return rec.usageRow
 }

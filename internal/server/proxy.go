@@ -128,7 +128,7 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 	case acc.Op == objects.List:
 		s.forwardList(w, r, t, rt, req, acc.Kind)
 	case acc.Op != objects.None || creates:
-		s.forwardObjects(w, r, t, rt, req, acc, creates)
+		s.forwardObjects(w, r, t, rt, req, acc, creates, relayOptions{})
 	default:
 		s.forward(w, r, rt, req)
 	}
@@ -259,7 +259,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, rt route, req u
 // forwardWith is forward with the relay set for an API (its stream's end
 // and error event).
 func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, rt route, req upstream.Request, o relayOptions) {
-	resp, finish := s.forwardCall(w, r, rt, req)
+	resp, finish := s.forwardCall(w, r, rt, req, o.original)
 	if resp == nil {
 		return
 	}
@@ -269,11 +269,15 @@ func (s *Server) forwardWith(w http.ResponseWriter, r *http.Request, rt route, r
 
 // forwardCall makes a forwarded request's upstream call. A failed call is
 // answered and counted here, and resp is nil; otherwise finish closes the
-// body and counts the call once the answer has been relayed.
-func (s *Server) forwardCall(w http.ResponseWriter, r *http.Request, rt route, req upstream.Request) (resp *http.Response, finish func()) {
+// body and counts the call once the answer has been relayed. original,
+// when set, is the client's own body that req's was prepared from: an
+// upstream known to refuse the prepared body is sent original, and one
+// that refuses it now is sent original at once, as a flight's call does
+// (caller.Call).
+func (s *Server) forwardCall(w http.ResponseWriter, r *http.Request, rt route, req upstream.Request, original []byte) (resp *http.Response, finish func()) {
 	rec := recordFrom(r.Context())
 	start := time.Now()
-	resp, err := s.sendRoute(r.Context(), rt, req)
+	resp, err := s.sendPrepared(r.Context(), rt, req, original)
 	if err != nil {
 		rec.upstreamMS = msSince(start)
 		rec.err = err.Error()
@@ -304,7 +308,7 @@ func (s *Server) countForwarded(rec *logRecord, outcome string, start time.Time)
 		return
 	}
 	s.metrics.Upstream(rec.tenant, rec.model, outcome, time.Since(start))
-	s.usage.Add(rec.tenant, usage.Counters{UpstreamCalls: 1})
+	s.usage.Add(rec.scope, usage.Counters{UpstreamCalls: 1, ByModel: map[string]usage.ModelCounters{rec.row(): {UpstreamCalls: 1}}})
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }

@@ -35,10 +35,20 @@ type relayOptions struct {
 	onEvent func(data []byte)
 	// usage, when set, reads the usage of a 200 answer as it is relayed
 	// (the body, or the stream's events through an assembler) for endpoint
-	// and hands it over once the answer is out; it is not called for an
-	// answer cut short or one longer than maxUsageBody.
+	// and hands it over once the answer is out, unknown when the answer
+	// carried none or none Corral believes; it is not called for an answer
+	// cut short, one that is not the API's answer, or one longer than
+	// maxUsageBody.
 	usage    func(wire.Usage)
 	endpoint string
+	// skip, when set, refuses the events of a stream its client does not
+	// receive (the usage chunk Corral asked for on its behalf); usage is
+	// still read from them.
+	skip func(ev []byte) bool
+	// original is the client's own body when the one sent upstream was
+	// prepared (wire.Format.Prepare): an upstream that refuses the
+	// prepared body's stream_options is sent this one (caller.unspliced).
+	original []byte
 }
 
 // maxUsageBody bounds the copy of a non-streamed answer kept to read its
@@ -136,9 +146,13 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 		if err != nil {
 			if errors.Is(err, io.EOF) && done {
 				if asm != nil {
-					if _, u, err := asm.Finish(); err == nil {
-						o.usage(u)
+					// A stream that ended whole but cannot be assembled
+					// (its usage event unreadable) has unknown usage.
+					_, u, err := asm.Finish()
+					if err != nil {
+						u = wire.Usage{}
 					}
+					o.usage(u)
 				}
 				return
 			}
@@ -166,11 +180,11 @@ func (s *Server) relayEvents(w http.ResponseWriter, r *http.Request, body io.Rea
 		} else if o.onEvent != nil {
 			o.onEvent(sse.Data(ev))
 		}
-		if !ew.send(nil, ev) {
+		if !ew.send(o.skip, ev) {
 			return // client gone; returning cancels the upstream call
 		}
 		if st != nil {
-			st.sent(nil, [][]byte{ev})
+			st.sent(o.skip, [][]byte{ev})
 		}
 	}
 }

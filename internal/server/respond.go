@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -20,8 +21,14 @@ import (
 var jsonType = []string{"application/json"}
 
 // serveEntry answers from a complete entry: as JSON, or replayed as an
-// event stream when the client asked for one.
+// event stream when the client asked for one. It writes from the entry's
+// own bytes, shared with every other reader: a client that stops reading
+// holds no copy of the answer.
 func (s *Server) serveEntry(w http.ResponseWriter, c *call, e *entry.Entry, source string, stored bool) {
+	// A Redis entry is shared while the entry itself is reachable, not
+	// only its body (cache.UnmarshalShared), and so is its replay
+	// (replays): keep it so until it is written.
+	defer runtime.KeepAlive(e)
 	h := w.Header()
 	maps.Copy(h, e.Header)
 	if source != cacheMiss && source != cacheCoalesced {
@@ -29,13 +36,16 @@ func (s *Server) serveEntry(w http.ResponseWriter, c *call, e *entry.Entry, sour
 	}
 	setCacheHeaders(h, source, e, stored, c.ctl, s.now())
 	if c.facts.Stream && e.Status == http.StatusOK {
-		if events, err := c.format.Replay(c.endpoint, e.Body, c.facts); err == nil {
+		// Every streaming reader of e writes from one rendering
+		// (replays), as every reader writes e.Body itself.
+		if r := s.replays.get(c, e); r.err == nil {
+			defer runtime.KeepAlive(r) // shared while this client is written
 			h.Set("Content-Type", "text/event-stream")
 			h.Set("Cache-Control", "no-cache")
 			h.Del("Content-Length")
 			w.WriteHeader(http.StatusOK)
 			var next int64 // the sequence number after the events replayed
-			for _, ev := range events {
+			for _, ev := range r.events {
 				if s.stopping() {
 					s.replayStopped(w, c, next)
 					return

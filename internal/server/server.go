@@ -26,6 +26,7 @@ import (
 	"github.com/corralhq/corral/internal/breaker"
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/failover"
+	"github.com/corralhq/corral/internal/lockout"
 	"github.com/corralhq/corral/internal/metrics"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
@@ -113,6 +114,10 @@ type Options struct {
 	// AdminToken enables /admin/* with this bearer token; empty disables
 	// it. When set, /metrics (which carries tenant ids) needs it too.
 	AdminToken string
+	// Lockout throttles wrong admin tokens per client address on /admin,
+	// /metrics and the console's sign-in (internal/lockout): a Fallback
+	// on Redis when distributed. Default: in memory.
+	Lockout lockout.Throttle
 	// Reload re-reads the tenants file for POST /admin/reload and SIGHUP.
 	// nil means reload is not available.
 	Reload func() (*tenant.Registry, error)
@@ -190,9 +195,11 @@ type Server struct {
 	prices     *spend.Live
 	budgets    *spend.Ledger
 	adminToken string
+	lockout    lockout.Throttle // wrong admin tokens per client address
 	reload     func() (*tenant.Registry, error)
 	reloadMu   sync.Mutex   // serialises reloads
 	splice     spliceMemory // which upstreams take the prepared streaming body
+	replays    replays      // stored answers' stream renderings, shared by their readers
 	objects    *objects.Registry
 	tracer     trace.Tracer
 	tracing    bool // Options.Tracing was set
@@ -234,6 +241,7 @@ func New(o Options) (*Server, error) {
 		prices:     o.Prices,
 		budgets:    o.Budgets,
 		adminToken: o.AdminToken,
+		lockout:    o.Lockout,
 		reload:     o.Reload,
 		objects:    o.Objects,
 		tracer:     telemetry.Tracer(o.Tracing),
@@ -255,6 +263,9 @@ func New(o Options) (*Server, error) {
 	}
 	if s.limiter == nil {
 		s.limiter = ratelimit.NewMemory(ratelimit.MemoryOptions{})
+	}
+	if s.lockout == nil {
+		s.lockout = lockout.NewMemory(lockout.MemoryOptions{Now: s.now})
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = 8 << 20
@@ -368,8 +379,8 @@ func (s *Server) routes(co ConsoleOptions) (http.Handler, error) {
 		s.direct["/v1"+path] = chain(chain(h, v1), edge)
 	}
 	r.Use(edge...)
-	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errNotFound) })
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) { writeError(w, errMethodNotAllowed) })
+	r.NotFound(handleUnknownPath)
+	r.MethodNotAllowed(handleMethodNotAllowed)
 
 	r.Get("/healthz", s.handleHealthz)
 	r.Get("/readyz", s.handleReadyz)

@@ -37,53 +37,71 @@ func (s *Server) priceEntry(e *entry.Entry, requested string) pricedAnswer {
 }
 
 // chargeCall counts one upstream call that answered e: its cost, or an
-// unpriced call, in the usage counters and the cost metric.
-func (s *Server) chargeCall(tenant, requested string, e *entry.Entry) spend.Nanodollars {
-	c := s.callCounters(tenant, requested, e)
+// unpriced call, in the usage counters and the cost metric. An answer
+// whose usage was unread costs estimate (callCost).
+func (s *Server) chargeCall(tenant, requested string, e *entry.Entry, estimate spend.Nanodollars) spend.Nanodollars {
+	c := s.callCounters(tenant, requested, e, estimate)
 	s.usage.Add(tenant, c)
 	return spend.Nanodollars(c.CostNanos)
+}
+
+// callCost prices an upstream call's answer: its usage at today's prices,
+// or, when its usage was unread (none came, or none Corral believes:
+// wire.Count), estimate, the priced estimate its reservation held, so an
+// answer never costs less than its estimate for want of a usage Corral
+// can read.
+func (s *Server) callCost(e *entry.Entry, requested string, estimate spend.Nanodollars) pricedAnswer {
+	pa := s.priceEntry(e, requested)
+	if e != nil && e.Status == http.StatusOK && e.UsageUnread && pa.priced {
+		pa.cost = max(pa.cost, estimate)
+	}
+	return pa
 }
 
 // chargeBypass counts what a BYPASS call's answer used and cost, read
-// from the answer as it was relayed (u.Known false: an answer that showed
-// no usage, counted as an upstream call only). The call itself is counted
-// where every forwarded call is (countForwarded).
-func (s *Server) chargeBypass(tenant, requested string, u wire.Usage) spend.Nanodollars {
-	if !u.Known {
-		return 0
-	}
-	c := s.callCounters(tenant, requested, &entry.Entry{Status: http.StatusOK, Model: u.Model, PromptTokens: u.Prompt,
-		CompletionTokens: u.Completion, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite})
+// from the answer as it was relayed; an answer whose usage is unknown
+// (u.Known false: none came, or none Corral believes) costs estimate, the
+// priced estimate its reservation holds. The call itself is counted where
+// every forwarded call is (countForwarded).
+func (s *Server) chargeBypass(tenant, requested string, u wire.Usage, estimate spend.Nanodollars) spend.Nanodollars {
+	e := &entry.Entry{Status: http.StatusOK, Model: u.Model, PromptTokens: u.Prompt,
+		CompletionTokens: u.Completion, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite, UsageUnread: !u.Known}
+	c := s.callCounters(tenant, requested, e, estimate)
 	c.UpstreamCalls = 0
+	for name, m := range c.ByModel { // and in its row
+		m.UpstreamCalls = 0
+		c.ByModel[name] = m
+	}
 	s.usage.Add(tenant, c)
 	return spend.Nanodollars(c.CostNanos)
 }
 
-// callCounters are one upstream call's usage counters, and its cost in the
-// cost metric.
-func (s *Server) callCounters(tenant, requested string, e *entry.Entry) usage.Counters {
+// callCounters are one upstream call's usage counters, in the row of the
+// model that answered it (usageModel; a call that failed is in other's),
+// and its cost in the cost metric (labelled by the price catalog's name;
+// callCost: estimate for an answer whose usage was unread).
+func (s *Server) callCounters(tenant, requested string, e *entry.Entry, estimate spend.Nanodollars) usage.Counters {
 	c := usage.Counters{UpstreamCalls: 1}
-	label := spend.OtherModel
+	row := usage.ModelCounters{UpstreamCalls: 1}
 	if e != nil {
 		c.TokensUsed = int64(e.PromptTokens + e.CompletionTokens)
+		row.InputTokens, row.OutputTokens = int64(e.PromptTokens), int64(e.CompletionTokens)
 		if e.Status == http.StatusOK {
-			pa := s.priceEntry(e, requested)
-			label = pa.label
+			pa := s.callCost(e, requested, estimate)
 			c.CostNanos = int64(pa.cost)
 			if !pa.priced {
 				c.UnpricedCalls = 1
 			}
-			s.metrics.Cost(tenant, label, int64(pa.cost))
+			s.metrics.Cost(idOfScope(tenant), pa.label, int64(pa.cost))
 		}
-		c.ByModel = map[string]usage.ModelCounters{label: {
-			UpstreamCalls: 1, InputTokens: int64(e.PromptTokens), OutputTokens: int64(e.CompletionTokens), CostNanos: c.CostNanos,
-		}}
+		row.CostNanos = c.CostNanos
 	}
+	c.ByModel = map[string]usage.ModelCounters{usageModel(e, requested): row}
 	return c
 }
 
-// modelLabel is the catalog's name for a request's model, for the usage
-// split by model.
+// modelLabel is the catalog's name for a request's model, for the metrics
+// split by model (bounded by the catalog).
 func (s *Server) modelLabel(rec *logRecord) string {
 	if rec.priceLabel != "" {
 		return rec.priceLabel
@@ -96,4 +114,5 @@ func (s *Server) modelLabel(rec *logRecord) string {
 func (s *Server) noteSaved(rec *logRecord, e *entry.Entry) {
 	pa := s.priceEntry(e, rec.model)
 	rec.savedUSD, rec.priceLabel = pa.cost, pa.label
+	rec.usageRow = usageModel(e, rec.model)
 }

@@ -1,8 +1,8 @@
 package server
 
 import (
+	"bufio"
 	"context"
-	"encoding/csv"
 	"net/http"
 	"strconv"
 	"strings"
@@ -69,19 +69,62 @@ func (s *Server) writeUsageDays(w http.ResponseWriter, r *http.Request, from, to
 		return
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	cw := csv.NewWriter(w)
-	_ = cw.Write(usageColumns)
+	bw := bufio.NewWriter(w)
+	_, _ = bw.WriteString(strings.Join(usageColumns, ",") + "\n")
+	var line []byte
 	for _, row := range out {
-		n := func(v int64) string { return strconv.FormatInt(v, 10) }
-		_ = cw.Write([]string{row.Tenant, row.Day, row.Model, n(row.Requests), n(row.UpstreamCalls), n(row.InputTokens), n(row.OutputTokens), row.CostUSD.USD(), row.SavedUSD.USD()})
+		line = line[:0]
+		for _, c := range []string{row.Tenant, row.Day, row.Model} {
+			line = appendCSVText(line, c)
+			line = append(line, ',')
+		}
+		for _, v := range []int64{row.Requests, row.UpstreamCalls, row.InputTokens, row.OutputTokens} {
+			line = strconv.AppendInt(line, v, 10)
+			line = append(line, ',')
+		}
+		line = append(line, row.CostUSD.USD()...)
+		line = append(line, ',')
+		line = append(line, row.SavedUSD.USD()...)
+		line = append(line, '\n')
+		_, _ = bw.Write(line)
 	}
-	cw.Flush()
+	_ = bw.Flush()
+}
+
+// appendCSVText appends s as a text cell of the CSV export. A spreadsheet
+// opening the file would run a cell that starts with =, +, - or @ as a
+// formula (-2-3 included), and one that starts with a tab, CR or NUL after
+// stripping it, so such a cell gets a leading single quote, as OWASP
+// advises: tenant ids may start with "-", and model names are anybody's.
+// Every text cell is quoted (RFC 4180, a quote doubled), so no separator
+// inside it (a comma, or the semicolon of locales that separate with one)
+// starts a new cell; the figures stay bare numbers, which no spreadsheet
+// mistakes for text.
+func appendCSVText(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	if s != "" && strings.IndexByte("=+-@\t\r\x00", s[0]) >= 0 {
+		dst = append(dst, '\'')
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' {
+			dst = append(dst, '"')
+		}
+		dst = append(dst, s[i])
+	}
+	return append(dst, '"')
 }
 
 // usageDays is every tenant's rows from from to to (UTC days, inclusive),
 // summed across instances.
 func (s *Server) usageDays(ctx context.Context, from, to time.Time) ([]dayRowJSON, *apiError) {
-	rows, err := s.usage.Days(ctx, s.tenants.Load().IDs(), from, to)
+	reg := s.tenants.Load()
+	scopes := reg.IDs()
+	for i, id := range scopes {
+		if t, ok := reg.Get(id); ok {
+			scopes[i] = t.Scope
+		}
+	}
+	rows, err := s.usage.Days(ctx, scopes, from, to)
 	if err != nil {
 		recordFrom(ctx).err = err.Error()
 		return nil, errUsageUnavailable
@@ -89,7 +132,7 @@ func (s *Server) usageDays(ctx context.Context, from, to time.Time) ([]dayRowJSO
 	out := make([]dayRowJSON, len(rows))
 	for i, row := range rows {
 		c := row.ModelCounters
-		out[i] = dayRowJSON{row.Tenant, row.Day, row.Model, modelUsageJSON{c.Requests, c.UpstreamCalls, c.InputTokens, c.OutputTokens,
+		out[i] = dayRowJSON{idOfScope(row.Tenant), row.Day, row.Model, modelUsageJSON{c.Requests, c.UpstreamCalls, c.InputTokens, c.OutputTokens,
 			spend.Nanodollars(c.CostNanos), spend.Nanodollars(c.SavedNanos)}}
 	}
 	return out, nil

@@ -37,8 +37,8 @@ func TestUsageDaysRollAtMidnightUTC(t *testing.T) {
 	}
 	code, body := adminDo(t, h.gw.URL, "GET", "/admin/usage?from=2026-12-01&to=2026-12-02", adminToken)
 	want := `{"from":"2026-12-01","to":"2026-12-02","rows":[` +
-		`{"tenant":"acme","day":"2026-12-01","model":"gpt-4o-mini*","requests":2,"upstream_calls":1,"input_tokens":1000,"output_tokens":200,"cost_usd":0.00024,"saved_usd":0.00024},` +
-		`{"tenant":"acme","day":"2026-12-02","model":"gpt-4o-mini*","requests":1,"upstream_calls":1,"input_tokens":1000,"output_tokens":200,"cost_usd":0.00024,"saved_usd":0}]}` + "\n"
+		`{"tenant":"acme","day":"2026-12-01","model":"gpt-4o-mini-2024-07-18","requests":2,"upstream_calls":1,"input_tokens":1000,"output_tokens":200,"cost_usd":0.00024,"saved_usd":0.00024},` +
+		`{"tenant":"acme","day":"2026-12-02","model":"gpt-4o-mini-2024-07-18","requests":1,"upstream_calls":1,"input_tokens":1000,"output_tokens":200,"cost_usd":0.00024,"saved_usd":0}]}` + "\n"
 	if code != http.StatusOK || body != want {
 		t.Fatalf("usage days: %d\n got %s\nwant %s", code, body, want)
 	}
@@ -46,8 +46,8 @@ func TestUsageDaysRollAtMidnightUTC(t *testing.T) {
 	req.Header.Set("Accept", "text/csv")
 	code, csvBody := objectstest.Do(t, req)
 	wantCSV := "tenant,day,model,requests,upstream_calls,input_tokens,output_tokens,cost_usd,saved_usd\n" +
-		"acme,2026-12-01,gpt-4o-mini*,2,1,1000,200,0.00024,0.00024\n" +
-		"acme,2026-12-02,gpt-4o-mini*,1,1,1000,200,0.00024,0\n"
+		`"acme","2026-12-01","gpt-4o-mini-2024-07-18",2,1,1000,200,0.00024,0.00024` + "\n" +
+		`"acme","2026-12-02","gpt-4o-mini-2024-07-18",1,1,1000,200,0.00024,0` + "\n"
 	if code != http.StatusOK || csvBody != wantCSV {
 		t.Errorf("CSV: %d\n got %q\nwant %q", code, csvBody, wantCSV)
 	}
@@ -82,7 +82,7 @@ func TestUsageDaysSumAcrossInstances(t *testing.T) {
 	}
 	today := usage.Day(time.Now())
 	_, body := adminDo(t, h.gws[1].URL, "GET", "/admin/usage?from="+today+"&to="+today, adminToken)
-	want := `{"tenant":"acme","day":"` + today + `","model":"gpt-4o-mini*","requests":2,"upstream_calls":2,"input_tokens":2000,"output_tokens":400,"cost_usd":0.00048,"saved_usd":0}`
+	want := `{"tenant":"acme","day":"` + today + `","model":"gpt-4o-mini-2024-07-18","requests":2,"upstream_calls":2,"input_tokens":2000,"output_tokens":400,"cost_usd":0.00048,"saved_usd":0}`
 	if !strings.Contains(body, want) {
 		t.Errorf("rows = %s; want %s", body, want)
 	}

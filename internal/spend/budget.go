@@ -102,12 +102,25 @@ type tenantView struct {
 	flushSeq int64
 }
 
-// result is one answer of the budget script.
+// result is one answer of the budget script: the figures before its
+// change and after.
 type result struct {
 	allowed                    bool
 	day, month                 string
 	spentD, resD, spentM, resM Nanodollars
 	at                         time.Time
+	after                      figures
+}
+
+// figures are a tenant's spent and reserved in the current periods.
+type figures struct{ spentD, resD, spentM, resM Nanodollars }
+
+// settled is res as it stands after the script's change: what an
+// instance's view keeps, so a call that settled shows its cost, not its
+// reservation.
+func (res result) settled() result {
+	res.spentD, res.resD, res.spentM, res.resM = res.after.spentD, res.after.resD, res.after.spentM, res.after.resM
+	return res
 }
 
 // store runs the budget script's operations (budget.lua): Redis's, or an
@@ -123,7 +136,21 @@ type LedgerOptions struct {
 	Now func() time.Time
 	// Instance names this instance in idempotent flushes. Default: random.
 	Instance string
+	// Hold is how long a reservation counts unless settled first: a call
+	// whose instance died never settles, and its reservation is released
+	// on its own after Hold (the longest an upstream call may take, plus a
+	// margin). Default DefaultHold.
+	Hold time.Duration
 }
+
+// DefaultHold is LedgerOptions.Hold's default: the default upstream
+// timeout (120 s) and leader wait (10 s), plus a margin.
+const DefaultHold = 135 * time.Second
+
+// MaxCharge bounds what one call is charged (about $9 million): a usage
+// figure no upstream can mean must not overflow the store's integers and
+// leave the spend unrecorded.
+const MaxCharge Nanodollars = 1 << 53
 
 // NewMemoryLedger keeps spend in process (embedded mode).
 func NewMemoryLedger(o LedgerOptions) *Ledger {
@@ -131,13 +158,20 @@ func NewMemoryLedger(o LedgerOptions) *Ledger {
 	if now == nil {
 		now = time.Now
 	}
-	return newLedger(&memStore{now: now, rows: map[string]map[string]int64{}, held: map[string]heldReservation{}}, now, o.Instance)
+	return newLedger(&memStore{now: now, hold: holdOf(o), rows: map[string]map[string]int64{}, held: map[string]heldReservation{}}, now, o.Instance)
+}
+
+func holdOf(o LedgerOptions) time.Duration {
+	if o.Hold <= 0 {
+		return DefaultHold
+	}
+	return o.Hold
 }
 
 // NewRedisLedger keeps spend in Redis, in one durable hash per tenant
 // (KeyPrefix), decided by one script run per call.
 func NewRedisLedger(rdb redis.Scripter, o LedgerOptions) *Ledger {
-	return newLedger(&redisStore{rdb: rdb, now: o.Now}, o.Now, o.Instance)
+	return newLedger(&redisStore{rdb: rdb, now: o.Now, hold: holdOf(o)}, o.Now, o.Instance)
 }
 
 func newLedger(s store, now func() time.Time, id string) *Ledger {
@@ -168,7 +202,7 @@ func (l *Ledger) Reserve(ctx context.Context, tenant string, lim Limits, estimat
 		}
 		return l.reserveLocally(r, lim)
 	}
-	l.remember(tenant, res)
+	l.remember(tenant, res.settled())
 	st := standing(res, lim)
 	r.day, r.month = res.day, res.month
 	if !res.allowed {
@@ -199,11 +233,11 @@ func (l *Ledger) reserveLocally(r Reservation, lim Limits) (Reservation, Standin
 // background refresh) is charged all the same. Spend the store cannot
 // take now is kept and added once it answers again, exactly once.
 func (l *Ledger) Settle(ctx context.Context, r Reservation, actual Nanodollars) {
-	actual = max(actual, 0)
+	actual = min(max(actual, 0), MaxCharge)
 	if !r.local {
 		res, err := l.store.eval(ctx, r.Tenant, "settle", r.id, int64(actual))
 		if err == nil {
-			l.remember(r.Tenant, res)
+			l.remember(r.Tenant, res.settled())
 			return
 		}
 	}
@@ -299,7 +333,7 @@ func (l *Ledger) Read(ctx context.Context, tenant string, lim Limits) (Standing,
 	if err != nil {
 		return l.Standing(tenant, lim), fmt.Errorf("spend: read: %w", err)
 	}
-	l.remember(tenant, res)
+	l.remember(tenant, res.settled())
 	return l.Standing(tenant, lim), nil
 }
 
@@ -383,48 +417,64 @@ const KeyPrefix = "corral:v1:spend:"
 
 func spendKey(tenant string) string { return KeyPrefix + "{" + tenant + "}" }
 
+// heldKey is the tenant's reservation deadlines, in its spend hash's slot.
+func heldKey(tenant string) string { return spendKey(tenant) + ":held" }
+
 //go:embed budget.lua
 var budgetSource string
 
 var budgetScript = redis.NewScript(budgetSource)
 
 type redisStore struct {
-	rdb redis.Scripter
-	now func() time.Time // replaces TIME in tests; nil = Redis's clock
+	rdb  redis.Scripter
+	now  func() time.Time // replaces TIME in tests; nil = Redis's clock
+	hold time.Duration
 }
 
 func (s *redisStore) eval(ctx context.Context, tenant string, args ...any) (result, error) {
 	for len(args) < 5 {
 		args = append(args, "")
 	}
+	at := ""
 	if s.now != nil {
-		args = append(args, s.now().Unix())
+		at = strconv.FormatInt(s.now().Unix(), 10)
 	}
-	v, err := budgetScript.Run(ctx, s.rdb, []string{spendKey(tenant)}, args...).Slice()
+	args = append(args, at, int64((s.hold+time.Second-1)/time.Second))
+	v, err := budgetScript.Run(ctx, s.rdb, []string{spendKey(tenant), heldKey(tenant)}, args...).Slice()
 	if err != nil {
 		return result{}, fmt.Errorf("spend: budget script: %w", err)
 	}
-	if len(v) != 8 {
+	if len(v) != 12 {
 		return result{}, errors.New("spend: budget script: unexpected reply")
 	}
 	n := func(i int) Nanodollars { x, _ := v[i].(int64); return Nanodollars(x) }
 	day, _ := v[1].(string)
 	month, _ := v[2].(string)
-	at, _ := v[7].(int64)
-	return result{allowed: n(0) == 1, day: day, month: month, spentD: n(3), resD: n(4), spentM: n(5), resM: n(6), at: time.Unix(at, 0)}, nil
+	now, _ := v[7].(int64)
+	return result{allowed: n(0) == 1, day: day, month: month, spentD: n(3), resD: n(4), spentM: n(5), resM: n(6), at: time.Unix(now, 0),
+		after: figures{n(8), n(9), n(10), n(11)}}, nil
 }
 
 // memStore is budget.lua in process, for embedded mode.
 type memStore struct {
 	now  func() time.Time
+	hold time.Duration
 	mu   sync.Mutex // protects rows and held
 	rows map[string]map[string]int64
 	held map[string]heldReservation // by reservation id
+	// save, when set, keeps a tenant's figures and reservations durable
+	// after each change (embedded mode's data dir); it runs under mu.
+	save func(tenant string, row map[string]int64, held map[string]heldReservation)
 }
 
+// heldReservation is a reservation the memory store holds until it is
+// settled or its deadline passes.
 type heldReservation struct {
-	day, month string
-	amount     int64
+	Tenant   string `json:"tenant"`
+	Day      string `json:"day"`
+	Month    string `json:"month"`
+	Amount   int64  `json:"amount"`
+	Deadline int64  `json:"deadline"` // Unix seconds
 }
 
 func (s *memStore) eval(_ context.Context, tenant string, args ...any) (result, error) {
@@ -437,12 +487,34 @@ func (s *memStore) eval(_ context.Context, tenant string, args ...any) (result, 
 		h = map[string]int64{}
 		s.rows[tenant] = h
 	}
+	changed := false
 	// The rows hold one day and one month: a new period starts at zero.
 	if h["day"] != dayNumber(now) {
 		h["day"], h["ds"], h["dr"] = dayNumber(now), 0, 0
+		changed = true
 	}
 	if h["month"] != monthNumber(now) {
 		h["month"], h["ms"], h["mr"] = monthNumber(now), 0, 0
+		changed = true
+	}
+	release := func(id string) {
+		x, ok := s.held[id]
+		if !ok || x.Tenant != tenant {
+			return
+		}
+		delete(s.held, id)
+		if x.Day == day {
+			h["dr"] -= min(x.Amount, h["dr"])
+		}
+		if x.Month == month {
+			h["mr"] -= min(x.Amount, h["mr"])
+		}
+		changed = true
+	}
+	for id, x := range s.held {
+		if x.Tenant == tenant && x.Deadline < now.Unix() {
+			release(id)
+		}
 	}
 	res := result{allowed: true, day: day, month: month, spentD: Nanodollars(h["ds"]), resD: Nanodollars(h["dr"]),
 		spentM: Nanodollars(h["ms"]), resM: Nanodollars(h["mr"]), at: now}
@@ -473,20 +545,30 @@ func (s *memStore) eval(_ context.Context, tenant string, args ...any) (result, 
 		} else if est > 0 {
 			h["dr"] += est
 			h["mr"] += est
-			s.held[str(4)] = heldReservation{day, month, est}
+			s.held[str(4)] = heldReservation{Tenant: tenant, Day: day, Month: month, Amount: est,
+				Deadline: now.Unix() + max(int64((s.hold+time.Second-1)/time.Second), 1)}
+			changed = true
 		}
 	case "settle":
-		if x, ok := s.held[str(1)]; ok {
-			delete(s.held, str(1))
-			if x.day == day {
-				h["dr"] -= min(x.amount, h["dr"])
-			}
-			if x.month == month {
-				h["mr"] -= min(x.amount, h["mr"])
+		release(str(1))
+		if a := arg(2); a > 0 {
+			h["ds"] += a
+			h["ms"] += a
+			changed = true
+		}
+	}
+	res.after = figures{Nanodollars(h["ds"]), Nanodollars(h["dr"]), Nanodollars(h["ms"]), Nanodollars(h["mr"])}
+	if changed && s.save != nil {
+		mine := map[string]heldReservation{}
+		for id, x := range s.held {
+			if x.Tenant == tenant {
+				mine[id] = x
 			}
 		}
-		h["ds"] += arg(2)
-		h["ms"] += arg(2)
+		// The whole tenant is written each time: a write that failed
+		// (the save logs it) is made good by the next one, and memory
+		// stays the truth meanwhile.
+		s.save(tenant, h, mine)
 	}
 	return res, nil
 }

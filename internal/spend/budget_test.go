@@ -207,3 +207,83 @@ func TestLedgerThroughARedisOutage(t *testing.T) {
 		t.Fatalf("Redis spent %s reserved %s; want every call's cost, %s, and nothing reserved", st[0].Spent, st[0].Reserved, total)
 	}
 }
+
+// TestLedgerViewShowsTheCostOnceSettled: after a call settles, this
+// instance's view (what x-corral-budget-remaining-usd is read from)
+// holds its cost, not its reservation.
+func TestLedgerViewShowsTheCostOnceSettled(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	ledgers(t, clk, func(t *testing.T, l *Ledger) {
+		ctx := context.Background()
+		lim := Limits{Day: Cent}
+		r, _, err := l.Reserve(ctx, "acme", lim, 1_270_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left, _ := l.Standing("acme", lim).Remaining(); left != Cent-1_270_000 {
+			t.Errorf("while the call runs: %s left; want %s (its reservation deducted)", left, Cent-1_270_000)
+		}
+		l.Settle(ctx, r, 1_020_000)
+		st := l.Standing("acme", lim)
+		if left, _ := st.Remaining(); left != Cent-1_020_000 || st[0].Spent != 1_020_000 || st[0].Reserved != 0 {
+			t.Errorf("settled: %s left (spent %s, reserved %s); want %s left, its cost spent, nothing reserved",
+				left, st[0].Spent, st[0].Reserved, Cent-1_020_000)
+		}
+	})
+}
+
+// TestLedgerReservationsExpire: a reservation never settled (its instance
+// died mid-call) stops counting once its hold has passed, on every
+// instance; settling it late charges the cost and releases nothing twice.
+func TestLedgerReservationsExpire(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+	hold := 30 * time.Second
+	lim := Limits{Day: Cent, Month: Dollar}
+	check := func(t *testing.T, l *Ledger, reserved Nanodollars, spent Nanodollars) {
+		t.Helper()
+		st, err := l.Read(context.Background(), "acme", lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range st {
+			if p.Reserved != reserved || p.Spent != spent {
+				t.Errorf("%s: reserved %s spent %s; want reserved %s spent %s", p.Name, p.Reserved, p.Spent, reserved, spent)
+			}
+		}
+	}
+	run := func(t *testing.T, dying, other *Ledger) {
+		ctx := context.Background()
+		r, _, err := dying.Reserve(ctx, "acme", lim, Cent) // the whole day's budget
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := other.Reserve(ctx, "acme", lim, 1); err == nil {
+			t.Fatal("a second call while the first holds the day's budget was allowed")
+		}
+		check(t, other, Cent, 0)
+		clk.set(clk.now().Add(hold)) // at the deadline: still held
+		check(t, other, Cent, 0)
+		clk.set(clk.now().Add(time.Second)) // past it: released, for everyone
+		check(t, other, 0, 0)
+		r2, _, err := other.Reserve(ctx, "acme", lim, 1000)
+		if err != nil {
+			t.Fatalf("after the dead call's hold: %v; want allowed", err)
+		}
+		dying.Settle(ctx, r, 500) // a late settle: its cost counts, no release twice
+		check(t, other, 1000, 500)
+		other.Settle(ctx, r2, 700)
+		check(t, other, 0, 1200)
+	}
+	t.Run("memory", func(t *testing.T) {
+		l := NewMemoryLedger(LedgerOptions{Now: clk.now, Hold: hold})
+		run(t, l, l)
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t)
+		run(t, NewRedisLedger(srv.Client(), LedgerOptions{Now: clk.now, Hold: hold, Instance: "a"}),
+			NewRedisLedger(srv.Client(), LedgerOptions{Now: clk.now, Hold: hold, Instance: "b"}))
+		if n := srv.Client().Exists(context.Background(), KeyPrefix+"{acme}:held").Val(); n != 0 {
+			t.Errorf("the deadlines' set outlives its reservations")
+		}
+	})
+}

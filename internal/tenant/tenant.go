@@ -13,8 +13,10 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -25,8 +27,17 @@ import (
 
 // Tenant is one team behind the gateway and its policy.
 type Tenant struct {
-	// ID names the tenant in keys, metrics and logs.
+	// ID names the tenant in metrics, logs, the admin API and limits.
 	ID string
+	// Scope names the tenant's data: its cache entries and flights, the
+	// objects it owns, its usage and its budget spend. It is ID for a
+	// tenant of the tenants file (and an API tenant made before
+	// generations), and ID "." generation for an API tenant, so a tenant
+	// deleted and made again under the same id starts with none of the
+	// old one's data, even what a call in flight across the delete stores
+	// after the purge. "." is outside the id alphabet: no id and scope
+	// collide.
+	Scope string
 	// Source says where the tenant is declared: SourceFile or SourceAPI.
 	Source Source
 	// Policy is what the tenant may do, normalised by NewRegistry: Models
@@ -104,6 +115,9 @@ type Spec struct {
 	// Doc is the policy as a JSON object of tenants-file fields, as the
 	// file or the admin API set it: what the admin API shows.
 	Doc []byte
+	// Generation tells apart API tenants made one after the other under
+	// one id (see Tenant.Scope); "" for a tenant of the tenants file.
+	Generation string
 	// Policy is copied into the Tenant, normalised (see Tenant.Policy).
 	Policy
 }
@@ -209,7 +223,7 @@ func rebuild(prev *Registry, specs []Spec) (*Registry, error) {
 			u := prev.usedOf(k.ID)
 			var exp int64
 			if !k.ExpiresAt.IsZero() {
-				exp = k.ExpiresAt.UnixNano()
+				exp = expiryNanos(k.ExpiresAt)
 			}
 			if err := r.addKey(t, k.SHA256, u, exp); err != nil {
 				return nil, err
@@ -260,7 +274,7 @@ func newTenant(s *Spec) *Tenant {
 	if src == "" {
 		src = SourceFile
 	}
-	return &Tenant{ID: s.ID, Source: src, Policy: p, Leaders: semaphore.NewWeighted(int64(p.MaxLeaders))}
+	return &Tenant{ID: s.ID, Scope: ScopeOf(s.ID, s.Generation), Source: src, Policy: p, Leaders: semaphore.NewWeighted(int64(p.MaxLeaders))}
 }
 
 // Authenticate returns the tenant that owns key.
@@ -379,4 +393,34 @@ func NewContext(ctx context.Context, t *Tenant) context.Context {
 func FromContext(ctx context.Context) (*Tenant, bool) {
 	t, ok := ctx.Value(ctxKey{}).(*Tenant)
 	return t, ok && t != nil
+}
+
+// lastNano is the last instant Unix nanoseconds hold (2262-04-11).
+var lastNano = time.Unix(0, math.MaxInt64)
+
+// expiryNanos is an expiry in Unix nanoseconds. One past 2262-04-11,
+// which UnixNano would wrap to a date long gone, is held as the last
+// instant they can write: no key outlives it by a day that matters.
+func expiryNanos(at time.Time) int64 {
+	if at.After(lastNano) {
+		return math.MaxInt64
+	}
+	return at.UnixNano()
+}
+
+// ScopeSeparator joins a tenant's id and generation in its Scope.
+const ScopeSeparator = "."
+
+// ScopeOf is the Scope of the tenant id of generation gen ("": id).
+func ScopeOf(id, gen string) string {
+	if gen == "" {
+		return id
+	}
+	return id + ScopeSeparator + gen
+}
+
+// IDOfScope is the tenant id of a Scope.
+func IDOfScope(scope string) string {
+	id, _, _ := strings.Cut(scope, ScopeSeparator)
+	return id
 }

@@ -217,3 +217,27 @@ func BenchmarkWith10kAPITenants(b *testing.B) {
 		prev = next
 	}
 }
+
+// TestScope: a file tenant's data is kept under its id, an API tenant's
+// under its id and generation, and either gives back its id.
+func TestScope(t *testing.T) {
+	tests := []struct {
+		give       Spec
+		wantScope  string
+		wantIDBack string
+	}{
+		{Spec{ID: "acme"}, "acme", "acme"},
+		{Spec{ID: "acme", Source: SourceAPI, Generation: "0a1b2c3d4e5f"}, "acme.0a1b2c3d4e5f", "acme"},
+		{Spec{ID: "team-x_2", Source: SourceAPI}, "team-x_2", "team-x_2"},
+	}
+	for _, tt := range tests {
+		r, err := NewRegistry([]Spec{tt.give})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := r.Get(tt.give.ID)
+		if got.Scope != tt.wantScope || IDOfScope(got.Scope) != tt.wantIDBack {
+			t.Errorf("%+v: scope %q (id %q); want %q (id %q)", tt.give, got.Scope, IDOfScope(got.Scope), tt.wantScope, tt.wantIDBack)
+		}
+	}
+}

@@ -23,13 +23,16 @@ var (
 	boltTenants = []byte("tenants") // id → tenant record
 	boltAudit   = []byte("audit")   // big-endian sequence → event
 	boltUsed    = []byte("used")    // key id → last use (Unix s)
-	boltMeta    = []byte("meta")    // "rev" → revision
+	boltMeta    = []byte("meta")    // "rev" → revision, "epoch" → epoch
 	boltRev     = []byte("rev")
+	boltEpoch   = []byte("epoch")
 )
 
 // Bolt is the embedded Store: a bbolt file, one process.
 type Bolt struct {
 	db *bolt.DB
+	// epoch is the file's Revision.Epoch, written when the file was made.
+	epoch string
 
 	mu   sync.Mutex // protects subs
 	subs map[chan struct{}]struct{}
@@ -48,19 +51,26 @@ func OpenBolt(dir string) (*Bolt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tenantstore: open %s: %w (is another gateway using this CORRAL_DATA_DIR?)", path, err)
 	}
+	var epoch string
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{boltTenants, boltAudit, boltUsed, boltMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		return nil
+		mb := tx.Bucket(boltMeta)
+		if e := mb.Get(boltEpoch); e != nil {
+			epoch = string(e)
+			return nil
+		}
+		epoch = newEpoch()
+		return mb.Put(boltEpoch, []byte(epoch))
 	})
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("tenantstore: init %s: %w", path, err)
 	}
-	return &Bolt{db: db, subs: make(map[chan struct{}]struct{})}, nil
+	return &Bolt{db: db, epoch: epoch, subs: make(map[chan struct{}]struct{})}, nil
 }
 
 // Close closes the file.
@@ -160,8 +170,8 @@ func (b *Bolt) Apply(_ context.Context, c Change, m Meta) (Tenant, Event, error)
 		}
 		mb := tx.Bucket(boltMeta)
 		rev, _ := strconv.ParseInt(string(mb.Get(boltRev)), 10, 64)
-		ev.Revision = rev + 1
-		return mb.Put(boltRev, []byte(strconv.FormatInt(ev.Revision, 10)))
+		ev.Revision = Revision{Epoch: b.epoch, N: rev + 1}
+		return mb.Put(boltRev, []byte(strconv.FormatInt(ev.Revision.N, 10)))
 	})
 	if err != nil {
 		if isTyped(err) {
@@ -196,14 +206,14 @@ func (b *Bolt) Audit(_ context.Context, limit int) ([]Event, error) {
 }
 
 // Revision implements Store.
-func (b *Bolt) Revision(context.Context) (int64, error) {
-	var rev int64
+func (b *Bolt) Revision(context.Context) (Revision, error) {
+	rev := Revision{Epoch: b.epoch}
 	err := b.db.View(func(tx *bolt.Tx) error {
-		rev, _ = strconv.ParseInt(string(tx.Bucket(boltMeta).Get(boltRev)), 10, 64)
+		rev.N, _ = strconv.ParseInt(string(tx.Bucket(boltMeta).Get(boltRev)), 10, 64)
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("tenantstore: revision: %w", err)
+		return Revision{}, fmt.Errorf("tenantstore: revision: %w", err)
 	}
 	return rev, nil
 }
@@ -234,7 +244,8 @@ func (b *Bolt) notify() {
 	}
 }
 
-// Touch implements Store; keys their tenant no longer holds are skipped.
+// Touch implements Store; keys their tenant no longer holds are skipped,
+// and a use older than the recorded one is not written.
 func (b *Bolt) Touch(_ context.Context, used map[string]Use) error {
 	if len(used) == 0 {
 		return nil
@@ -243,6 +254,10 @@ func (b *Bolt) Touch(_ context.Context, used map[string]Use) error {
 		bk, tb := tx.Bucket(boltUsed), tx.Bucket(boltTenants)
 		for id, u := range used {
 			if !holdsKey(tb.Get([]byte(u.Tenant)), id) {
+				continue
+			}
+			// A key's last use never goes back (Redis's touch.lua).
+			if prev, err := strconv.ParseInt(string(bk.Get([]byte(id))), 10, 64); err == nil && prev >= u.At.Unix() {
 				continue
 			}
 			if err := bk.Put([]byte(id), []byte(strconv.FormatInt(u.At.Unix(), 10))); err != nil {

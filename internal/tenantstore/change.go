@@ -64,7 +64,7 @@ func (c TenantCreated) apply(prev *Tenant, at time.Time) (*Tenant, Event, error)
 	if len(p) == 0 {
 		p = json.RawMessage("{}")
 	}
-	return &Tenant{ID: c.ID, Policy: p, CreatedAt: at, Keys: []Key{}}, Event{Action: ActionTenantCreated}, nil
+	return &Tenant{ID: c.ID, Generation: newGeneration(), Policy: p, CreatedAt: at, Keys: []Key{}}, Event{Action: ActionTenantCreated}, nil
 }
 
 func (c TenantUpdated) apply(prev *Tenant, _ time.Time) (*Tenant, Event, error) {

@@ -17,9 +17,26 @@ const ResyncInterval = 10 * time.Second
 // Redis pub/sub as the watch).
 type Mirror struct {
 	store Store
-	set   func(rev int64, ts []Tenant)
+	set   func(Load)
 	o     MirrorOptions
-	rev   int64 // the revision of the last load; only Run's goroutine uses it
+	// rev is the revision of the last load, loaded whether there was one;
+	// only the goroutine calling Load and Run uses them.
+	rev    Revision
+	loaded bool
+}
+
+// Load is one full read of the store, as a Mirror hands it on.
+type Load struct {
+	// Rev is the revision read before the List: the load holds at least
+	// every change up to it. A receiver that already applied a change of
+	// the same epoch with a higher N can tell this load started before it.
+	Rev Revision
+	// Rewound: the store's revision went back within its epoch since the
+	// previous load (a failover to a replica the latest changes had not
+	// reached). The history every receiver holds was cut: this load
+	// replaces it, however new the receiver's revision.
+	Rewound bool
+	Tenants []Tenant
 }
 
 // MirrorOptions configure a Mirror.
@@ -31,17 +48,18 @@ type MirrorOptions struct {
 }
 
 // NewMirror returns a mirror that hands every load of s to set, with the
-// revision read before its List (the load holds at least every change up
-// to it), so set can tell a load that started before a change it already
-// applied from a newer one. set is called from Run's goroutine only.
-func NewMirror(s Store, set func(rev int64, ts []Tenant), o MirrorOptions) *Mirror {
+// revision read before its List, so set can tell a load that started
+// before a change it already applied from a newer one, and a store that
+// lost its history (another epoch, or a Rewound load) from both. set is
+// called from Run's goroutine only.
+func NewMirror(s Store, set func(Load), o MirrorOptions) *Mirror {
 	if o.Interval <= 0 {
 		o.Interval = ResyncInterval
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Mirror{store: s, set: set, o: o, rev: -1}
+	return &Mirror{store: s, set: set, o: o}
 }
 
 // Load lists the store and hands the result to set. It is what Run does
@@ -56,8 +74,9 @@ func (m *Mirror) Load(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	m.set(rev, ts)
-	m.rev = rev
+	rewound := m.loaded && rev.Epoch == m.rev.Epoch && rev.N < m.rev.N
+	m.set(Load{Rev: rev, Rewound: rewound, Tenants: ts})
+	m.rev, m.loaded = rev, true
 	return nil
 }
 
@@ -85,7 +104,7 @@ func (m *Mirror) Run(ctx context.Context) {
 			m.o.Logger.Info("api tenants: store reachable again")
 		}
 	}
-	if m.rev < 0 {
+	if !m.loaded {
 		load(true)
 	}
 	for {
@@ -100,7 +119,9 @@ func (m *Mirror) Run(ctx context.Context) {
 	}
 }
 
-// resync loads when the store's revision moved since the last load.
+// resync loads when the store's revision moved since the last load, or
+// its epoch changed (the store lost its data: its revision may well be
+// back at the one last loaded).
 func (m *Mirror) resync(ctx context.Context) error {
 	rev, err := m.store.Revision(ctx)
 	if err != nil {

@@ -25,6 +25,10 @@ const (
 	redisAudit    = "corral:v1:{admin}:audit"   // list: events, newest first
 	redisRevision = "corral:v1:{admin}:rev"     // counter: one per change
 	redisUsed     = "corral:v1:{admin}:used"    // hash: key id → last use (Unix s)
+	// redisEpoch names the store's history (Revision.Epoch): written once,
+	// and written anew by the first script that finds it missing, so a
+	// Redis that lost its data is known for one by every instance.
+	redisEpoch = "corral:v1:{admin}:epoch"
 	// RedisChannel carries the id of each changed tenant to every instance.
 	RedisChannel = "corral:v1:admin:changed"
 )
@@ -33,6 +37,11 @@ const (
 var applyLua string
 
 var applyScript = redis.NewScript(applyLua)
+
+//go:embed revision.lua
+var revisionLua string
+
+var revisionScript = redis.NewScript(revisionLua)
 
 //go:embed touch.lua
 var touchLua string
@@ -123,16 +132,20 @@ func (r *Redis) Apply(ctx context.Context, c Change, m Meta) (Tenant, Event, err
 		if err != nil {
 			return Tenant{}, Event{}, fmt.Errorf("tenantstore: apply: %w", err)
 		}
-		args := []any{c.tenantID(), exists(cur), string(cur), exists(next), string(next), evJSON, RedisChannel, AuditKept}
+		args := []any{c.tenantID(), exists(cur), string(cur), exists(next), string(next), evJSON, RedisChannel, AuditKept, newEpoch()}
 		for _, id := range gone {
 			args = append(args, id)
 		}
-		rev, err := applyScript.Run(ctx, r.rdb,
-			[]string{redisTenants, redisAudit, redisRevision, redisUsed}, args...).Int64()
+		res, err := applyScript.Run(ctx, r.rdb,
+			[]string{redisTenants, redisAudit, redisRevision, redisUsed, redisEpoch}, args...).Slice()
 		if err != nil {
 			return Tenant{}, Event{}, fmt.Errorf("tenantstore: apply: %w", err)
 		}
-		if rev > 0 {
+		rev, err := scriptRevision(res)
+		if err != nil {
+			return Tenant{}, Event{}, fmt.Errorf("tenantstore: apply: %w", err)
+		}
+		if rev.N > 0 {
 			ev.Revision = rev
 			return t, ev, nil
 		}
@@ -169,18 +182,32 @@ func (r *Redis) Audit(ctx context.Context, limit int) ([]Event, error) {
 	return out, nil
 }
 
-// Revision implements Store.
-func (r *Redis) Revision(ctx context.Context) (int64, error) {
+// Revision implements Store: the counter and the epoch, read (and the
+// epoch written when missing) by one script.
+func (r *Redis) Revision(ctx context.Context) (Revision, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	n, err := r.rdb.Get(ctx, redisRevision).Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
+	res, err := revisionScript.Run(ctx, r.rdb, []string{redisRevision, redisEpoch}, newEpoch()).Slice()
 	if err != nil {
-		return 0, fmt.Errorf("tenantstore: revision: %w", err)
+		return Revision{}, fmt.Errorf("tenantstore: revision: %w", err)
 	}
-	return n, nil
+	rev, err := scriptRevision(res)
+	if err != nil {
+		return Revision{}, fmt.Errorf("tenantstore: revision: %w", err)
+	}
+	return rev, nil
+}
+
+// scriptRevision reads a script's {revision, epoch} answer.
+func scriptRevision(res []any) (Revision, error) {
+	if len(res) == 2 {
+		n, nok := res[0].(int64)
+		e, eok := res[1].(string)
+		if nok && eok {
+			return Revision{Epoch: e, N: n}, nil
+		}
+	}
+	return Revision{}, fmt.Errorf("unexpected script answer %v", res)
 }
 
 // Notifications implements Store with a subscription to RedisChannel.

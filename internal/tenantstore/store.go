@@ -2,6 +2,8 @@ package tenantstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +22,10 @@ type Tenant struct {
 	// store does not interpret it, so a new policy field needs no change
 	// here.
 	Policy json.RawMessage `json:"policy"`
+	// Generation is a random id given at creation, so a tenant made again
+	// under a deleted one's id keeps its data apart (tenant.Spec's
+	// Generation). Empty for tenants stored before it existed.
+	Generation string `json:"generation,omitempty"`
 	// Version counts the tenant's changes, from 1 at creation.
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
@@ -63,8 +69,32 @@ type Event struct {
 	Remote string `json:"remote_addr"`
 	// Revision is the store's revision this change made (Store.Revision
 	// after it): what orders it against a Mirror's loads. Not audited.
-	Revision int64 `json:"-"`
+	Revision Revision `json:"-"`
 }
+
+// Revision is a point in a store's history. N counts the changes applied;
+// Epoch names the history they belong to: a random id the store writes
+// once and writes anew when it finds it missing, so a store that lost its
+// data (a FLUSHALL, a Redis restarted without persistence) starts a new
+// epoch rather than counting again from 1 under the old name. Two
+// revisions are ordered by N only within one epoch: a revision of another
+// epoch says nothing about what the store holds, and whoever compares must
+// reload in full rather than drop the load as older.
+type Revision struct {
+	Epoch string
+	N     int64
+}
+
+// newEpoch is a fresh epoch id: 16 random bytes in hex.
+func newEpoch() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// newGeneration is a fresh tenant generation: 6 random bytes in hex, so
+// two tenants made under one id share one with odds of 1 in 2^48.
+func newGeneration() string { return newEpoch()[:12] }
 
 // Meta is who made a change and when.
 type Meta struct {
@@ -101,13 +131,15 @@ type Store interface {
 	Audit(ctx context.Context, limit int) ([]Event, error)
 	// Revision changes with every applied change, so a resync that finds
 	// it unchanged can skip the List.
-	Revision(ctx context.Context) (int64, error)
+	Revision(ctx context.Context) (Revision, error)
 	// Notifications sends (coalesced, never blocking the sender) after a
 	// change was applied anywhere, until ctx ends.
 	Notifications(ctx context.Context) <-chan struct{}
 	// Touch records keys' last use (key id → its tenant and time, to the
 	// minute), except for keys their tenant no longer holds: a revoked
-	// key's entry, removed with it, stays removed.
+	// key's entry, removed with it, stays removed. A use older than the
+	// one recorded is not written, so a key's last use never goes back
+	// whatever order instances write theirs in.
 	Touch(ctx context.Context, used map[string]Use) error
 	// LastUsed returns the recorded last use of the keys with these ids.
 	LastUsed(ctx context.Context, keyIDs []string) (map[string]time.Time, error)

@@ -215,8 +215,8 @@ func TestNotificationsAndRevision(t *testing.T) {
 		case <-deadline:
 			t.Fatal("no notification of a change")
 		}
-		if rev, _ := s.Revision(ctx); rev != rev0+1 {
-			t.Errorf("revision %d after one change from %d", rev, rev0)
+		if rev, _ := s.Revision(ctx); rev.N != rev0.N+1 || rev.Epoch != rev0.Epoch || rev.Epoch == "" {
+			t.Errorf("revision %v after one change from %v", rev, rev0)
 		}
 	})
 }
@@ -236,6 +236,30 @@ func TestTouchAndLastUsed(t *testing.T) {
 		}
 		if d := cmp.Diff(map[string]time.Time{"key_a": at}, got); d != "" {
 			t.Errorf("LastUsed (-want +got):\n%s", d)
+		}
+	})
+}
+
+// TestLastUsedNeverGoesBack: two instances write their uses of one key in
+// either order; the later use stays, so an instance whose last use of the
+// key is older does not turn the key's last use back.
+func TestLastUsedNeverGoesBack(t *testing.T) {
+	stores(t, func(t *testing.T, s tenantstore.Store) {
+		ctx := context.Background()
+		mustApply(t, s, tenantstore.TenantCreated{ID: "acme"})
+		mustApply(t, s, tenantstore.KeyCreated{Tenant: "acme", Key: tenantstore.Key{ID: "key_a", SHA256: "aa"}})
+		later := at.Add(3 * time.Minute)
+		for _, u := range []time.Time{later, at} {
+			if err := s.Touch(ctx, map[string]tenantstore.Use{"key_a": {Tenant: "acme", At: u}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.LastUsed(ctx, []string{"key_a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got["key_a"].Equal(later) {
+			t.Errorf("LastUsed = %v; want the later use %v", got["key_a"], later)
 		}
 	})
 }
@@ -300,8 +324,8 @@ func TestRedisKeysAreDurable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != 4 {
-		t.Errorf("keys = %v; want tenants, audit, rev, used", keys)
+	if len(keys) != 5 {
+		t.Errorf("keys = %v; want tenants, audit, rev, epoch, used", keys)
 	}
 	for _, k := range keys {
 		if ttl, _ := rdb.TTL(ctx, k).Result(); ttl != -1 {
@@ -404,4 +428,25 @@ func TestRedisClusterStore(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("no change notification on a cluster")
 	}
+}
+
+// TestRecreatedTenantHasANewGeneration: a tenant made again under a
+// deleted one's id gets a generation of its own; changes keep it.
+func TestRecreatedTenantHasANewGeneration(t *testing.T) {
+	stores(t, func(t *testing.T, s tenantstore.Store) {
+		ctx := context.Background()
+		first, _, err := s.Apply(ctx, tenantstore.TenantCreated{ID: "acme"}, meta())
+		if err != nil || len(first.Generation) != 12 {
+			t.Fatalf("created %+v, %v; want a 12-digit generation", first, err)
+		}
+		keyed, _, err := s.Apply(ctx, tenantstore.KeyCreated{Tenant: "acme", Key: tenantstore.Key{ID: "key_a", SHA256: "aa"}}, meta())
+		if err != nil || keyed.Generation != first.Generation {
+			t.Errorf("after a change: generation %q, %v; want %q kept", keyed.Generation, err, first.Generation)
+		}
+		mustApply(t, s, tenantstore.TenantDeleted{ID: "acme"})
+		again, _, err := s.Apply(ctx, tenantstore.TenantCreated{ID: "acme"}, meta())
+		if err != nil || again.Generation == "" || again.Generation == first.Generation {
+			t.Errorf("made again: generation %q, %v; want a new one (was %q)", again.Generation, err, first.Generation)
+		}
+	})
 }

@@ -19,7 +19,7 @@ const RetentionDays = 400
 type DayRow struct {
 	Tenant string
 	Day    string // YYYY-MM-DD, UTC
-	Model  string // the price catalog's name, or "other"
+	Model  string // the model that answered, or "other" (as Counters.ByModel)
 	ModelCounters
 }
 
@@ -95,6 +95,8 @@ func dayKeyName(tenant, day string) string { return key(tenant) + ":d:" + day }
 // Days reads the per-day rows of tenants from Redis (summed across
 // instances) plus this instance's unflushed part, one pipeline.
 func (r *Redis) Days(ctx context.Context, tenants []string, from, to time.Time) ([]DayRow, error) {
+	r.moving.RLock() // see Get
+	defer r.moving.RUnlock()
 	ctx, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
 	defer cancel()
 	var names []dayKey
@@ -129,5 +131,14 @@ func (r *Redis) Days(ctx context.Context, tenants []string, from, to time.Time) 
 	for _, row := range local {
 		addDaysLocked(all, row.Tenant, row.Day, Counters{ByModel: map[string]ModelCounters{row.Model: row.ModelCounters}})
 	}
+	r.mu.Lock()
+	for _, t := range tenants {
+		if b := r.unsent[t]; b != nil {
+			for k, mc := range b.days {
+				addDaysLocked(all, k.tenant, k.day, Counters{ByModel: map[string]ModelCounters{k.model: mc}})
+			}
+		}
+	}
+	r.mu.Unlock()
 	return rowsOf(all, tenants, Day(from), Day(to)), nil
 }

@@ -12,6 +12,9 @@ package usage
 
 import (
 	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -38,8 +41,9 @@ type Counters struct {
 	SavedNanos int64
 	// UnpricedCalls counts upstream answers for a model without a price.
 	UnpricedCalls int64
-	// ByModel splits the tenant's figures by model: the price catalog's
-	// name for it, or "other", so the map stays as small as the catalog.
+	// ByModel splits the tenant's figures by model: the model that
+	// answered, or "other" for what none answered (the server names the
+	// rows from answers only, so clients cannot grow the map).
 	ByModel map[string]ModelCounters
 }
 
@@ -54,13 +58,25 @@ type ModelCounters struct {
 }
 
 func (m *ModelCounters) add(o ModelCounters) {
-	m.Requests += o.Requests
-	m.UpstreamCalls += o.UpstreamCalls
-	m.InputTokens += o.InputTokens
-	m.OutputTokens += o.OutputTokens
-	m.CostNanos += o.CostNanos
-	m.SavedNanos += o.SavedNanos
+	sat(&m.Requests, o.Requests)
+	sat(&m.UpstreamCalls, o.UpstreamCalls)
+	sat(&m.InputTokens, o.InputTokens)
+	sat(&m.OutputTokens, o.OutputTokens)
+	sat(&m.CostNanos, o.CostNanos)
+	sat(&m.SavedNanos, o.SavedNanos)
 }
+
+// MaxFigure bounds every counter and every increment (2^53, what a JSON
+// number carries exactly): a usage figure no upstream can mean (2^63−1
+// tokens) is counted as this bound instead of overflowing a counter here
+// or in Redis, where an overflow would refuse the flush.
+const MaxFigure = 1 << 53
+
+// sat adds n to *v within [0, MaxFigure]; a negative figure counts 0.
+func sat(v *int64, n int64) { *v = clamp(clamp(*v) + clamp(n)) }
+
+// clamp bounds one figure to [0, MaxFigure].
+func clamp(n int64) int64 { return min(max(n, 0), MaxFigure) }
 
 // modelFields maps ModelCounters to the suffixes of their Redis hash
 // fields ("model:<name>:<suffix>").
@@ -81,18 +97,18 @@ func (m *ModelCounters) fields() []struct {
 const modelFieldPrefix = "model:"
 
 func (c *Counters) add(o Counters) {
-	c.Requests += o.Requests
-	c.Hits += o.Hits
-	c.Coalesced += o.Coalesced
-	c.Negative += o.Negative
-	c.Stale += o.Stale
-	c.Bypass += o.Bypass
-	c.UpstreamCalls += o.UpstreamCalls
-	c.TokensUsed += o.TokensUsed
-	c.TokensSaved += o.TokensSaved
-	c.CostNanos += o.CostNanos
-	c.SavedNanos += o.SavedNanos
-	c.UnpricedCalls += o.UnpricedCalls
+	sat(&c.Requests, o.Requests)
+	sat(&c.Hits, o.Hits)
+	sat(&c.Coalesced, o.Coalesced)
+	sat(&c.Negative, o.Negative)
+	sat(&c.Stale, o.Stale)
+	sat(&c.Bypass, o.Bypass)
+	sat(&c.UpstreamCalls, o.UpstreamCalls)
+	sat(&c.TokensUsed, o.TokensUsed)
+	sat(&c.TokensSaved, o.TokensSaved)
+	sat(&c.CostNanos, o.CostNanos)
+	sat(&c.SavedNanos, o.SavedNanos)
+	sat(&c.UnpricedCalls, o.UnpricedCalls)
 	for name, m := range o.ByModel {
 		if c.ByModel == nil {
 			c.ByModel = make(map[string]ModelCounters, len(o.ByModel))
@@ -122,14 +138,14 @@ func (c *Counters) fields() []struct {
 // increment, the models' included.
 func (c *Counters) increments(yield func(field string, n int64)) {
 	for _, f := range c.fields() {
-		if *f.v != 0 {
-			yield(f.name, *f.v)
+		if n := clamp(*f.v); n != 0 {
+			yield(f.name, n)
 		}
 	}
 	for name, m := range c.ByModel {
 		for _, f := range m.fields() {
-			if *f.v != 0 {
-				yield(modelFieldPrefix+name+":"+f.name, *f.v)
+			if n := clamp(*f.v); n != 0 {
+				yield(modelFieldPrefix+name+":"+f.name, n)
 			}
 		}
 	}
@@ -183,7 +199,10 @@ func NewMemoryAt(now func() time.Time) *Memory {
 }
 
 // Add adds c to tenant's counters.
-func (m *Memory) Add(tenant string, c Counters) {
+func (m *Memory) Add(tenant string, c Counters) { m.addOn(tenant, Day(m.now()), c) }
+
+// addOn adds c to tenant's counters, its split by model on day.
+func (m *Memory) addOn(tenant, day string, c Counters) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := m.m[tenant]
@@ -192,7 +211,7 @@ func (m *Memory) Add(tenant string, c Counters) {
 		m.m[tenant] = cur
 	}
 	cur.add(c)
-	addDaysLocked(m.days, tenant, Day(m.now()), c)
+	addDaysLocked(m.days, tenant, day, c)
 }
 
 // Get returns tenant's counters.
@@ -260,9 +279,31 @@ type Redis struct {
 	rdb     redis.UniversalClient
 	opts    RedisOptions
 	pending *Memory
+	id      string // this instance, naming its flush markers
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
+
+	// moving is held by a flush from the moment it takes the pending
+	// counters until Redis has them (or they are kept as unsent), so one
+	// flush runs at a time, and shared by a read of Redis plus the local
+	// parts: a read never sees a batch in neither place, or in both.
+	moving sync.RWMutex
+	mu     sync.Mutex // protects seq and unsent
+	seq    int64
+	// unsent are batches whose flush did not confirm: Redis may have
+	// applied them. Each is retried as it was, with its sequence number,
+	// before that tenant's next counts go out; at most one per tenant.
+	unsent map[string]*batch
+}
+
+// batch is one tenant's counts in one flush, applied at most once: the
+// script records its sequence number with its increments.
+type batch struct {
+	tenant string
+	seq    int64
+	c      Counters
+	days   map[dayKey]ModelCounters
 }
 
 // NewRedis starts a recorder that flushes to rdb.
@@ -279,9 +320,18 @@ func NewRedis(rdb redis.UniversalClient, opts RedisOptions) *Redis {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &Redis{rdb: rdb, opts: opts, pending: NewMemoryAt(opts.Now), stop: make(chan struct{}), done: make(chan struct{})}
+	r := &Redis{rdb: rdb, opts: opts, pending: NewMemoryAt(opts.Now), id: instanceID(),
+		stop: make(chan struct{}), done: make(chan struct{}), unsent: map[string]*batch{}}
 	go r.loop()
 	return r
+}
+
+// instanceID names this process's flushes: unique across instances and
+// restarts, so one's sequence numbers never shadow another's.
+func instanceID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Add adds c to tenant's local, unflushed counters.
@@ -290,6 +340,8 @@ func (r *Redis) Add(tenant string, c Counters) { r.pending.Add(tenant, c) }
 // Get returns Redis's counters for tenant plus this instance's unflushed
 // ones.
 func (r *Redis) Get(ctx context.Context, tenant string) (Counters, error) {
+	r.moving.RLock() // before the deadline: a flush holds it at most its own OpTimeout
+	defer r.moving.RUnlock()
 	ctx, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
 	defer cancel()
 	vals, err := r.rdb.HGetAll(ctx, key(tenant)).Result()
@@ -302,41 +354,152 @@ func (r *Redis) Get(ctx context.Context, tenant string) (Counters, error) {
 	}
 	local, _ := r.pending.Get(ctx, tenant)
 	c.add(local)
+	r.mu.Lock()
+	if b := r.unsent[tenant]; b != nil {
+		c.add(b.c)
+	}
+	r.mu.Unlock()
 	return c, nil
 }
 
-// Flush writes the unflushed counters now. On failure they are kept for
-// the next flush.
+// Flush writes the unflushed counters now, one script run per tenant in
+// one pipeline, each applied at most once. A tenant's batch that did not
+// confirm is retried as it was on the next flush; the others are done.
 func (r *Redis) Flush(ctx context.Context) error {
-	batch, days := r.pending.take()
-	if len(batch) == 0 && len(days) == 0 {
+	r.moving.Lock()
+	defer r.moving.Unlock()
+	bs := r.nextBatches()
+	if len(bs) == 0 {
 		return nil
 	}
+	err := r.send(ctx, bs)
+	r.keepUnsent(bs)
+	return err
+}
+
+// nextBatches is what the next flush sends: each tenant's unconfirmed
+// batch, else its counts since the last flush under a new sequence number.
+// Counts of a tenant whose batch is unconfirmed wait for it.
+func (r *Redis) nextBatches() []*batch {
+	counts, days := r.pending.take()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	byTenant := map[string]*batch{}
+	var held map[string]*Counters
+	var heldDays map[dayKey]ModelCounters
+	for t, b := range r.unsent {
+		byTenant[t] = b
+	}
+	for t, c := range counts {
+		if r.unsent[t] != nil {
+			if held == nil {
+				held = map[string]*Counters{}
+			}
+			held[t] = c
+			continue
+		}
+		r.seq++
+		byTenant[t] = &batch{tenant: t, seq: r.seq, c: *c}
+	}
+	for k, mc := range days {
+		if r.unsent[k.tenant] != nil {
+			if heldDays == nil {
+				heldDays = map[dayKey]ModelCounters{}
+			}
+			heldDays[k] = mc
+			continue
+		}
+		b := byTenant[k.tenant]
+		if b == nil { // days without totals: not made by Add, kept all the same
+			r.seq++
+			b = &batch{tenant: k.tenant, seq: r.seq}
+			byTenant[k.tenant] = b
+		}
+		if b.days == nil {
+			b.days = map[dayKey]ModelCounters{}
+		}
+		b.days[k] = mc
+	}
+	r.unsent = map[string]*batch{}
+	if held != nil || heldDays != nil {
+		r.pending.restore(held, heldDays)
+	}
+	out := make([]*batch, 0, len(byTenant))
+	for _, b := range byTenant {
+		out = append(out, b)
+	}
+	return out
+}
+
+// keepUnsent keeps the batches send did not confirm (bs[i] == nil once
+// confirmed) for the next flush.
+func (r *Redis) keepUnsent(bs []*batch) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range bs {
+		if b != nil {
+			r.unsent[b.tenant] = b
+		}
+	}
+}
+
+// markerTTL is how long Redis remembers a batch's sequence number: far
+// longer than any retry of it takes.
+const markerTTL = 24 * time.Hour
+
+// send runs the flush script for each batch in one pipeline and sets each
+// confirmed batch's slot in bs to nil; the error is the first failure.
+func (r *Redis) send(ctx context.Context, bs []*batch) error {
 	// Retention: the day that just aged out of each tenant's window goes
 	// (durable keys carry no TTL).
 	expired := Day(r.opts.Now().AddDate(0, 0, -RetentionDays))
 	ctx, cancel := context.WithTimeout(ctx, r.opts.OpTimeout)
 	defer cancel()
+	cmds := make([]*redis.Cmd, len(bs))
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for tenant, c := range batch {
-			c.increments(func(field string, n int64) { p.HIncrBy(ctx, key(tenant), field, n) })
-			p.Unlink(ctx, dayKeyName(tenant, expired))
-		}
-		for k, mc := range days {
-			for _, f := range mc.fields() {
-				if *f.v != 0 {
-					p.HIncrBy(ctx, dayKeyName(k.tenant, k.day), k.model+"\x00"+f.name, *f.v)
+		for i, b := range bs {
+			keys := []string{key(b.tenant), markerKey(b.tenant, r.id), dayKeyName(b.tenant, expired)}
+			args := []any{b.seq, int64(markerTTL / time.Second), int64(MaxFigure)}
+			var incs []any
+			b.c.increments(func(field string, n int64) { incs = append(incs, field, n) })
+			args = append(append(args, len(incs)/2), incs...)
+			for k, mc := range b.days {
+				keys = append(keys, dayKeyName(k.tenant, k.day))
+				var incs []any
+				for _, f := range mc.fields() {
+					if n := clamp(*f.v); n != 0 {
+						incs = append(incs, k.model+"\x00"+f.name, n)
+					}
 				}
+				args = append(append(args, len(incs)/2), incs...)
 			}
+			cmds[i] = flushScript.Eval(ctx, p, keys, args...)
 		}
 		return nil
 	})
+	for i, c := range cmds {
+		if c != nil && c.Err() == nil {
+			bs[i] = nil
+		}
+	}
 	if err != nil {
-		r.pending.restore(batch, days) // kept for the next flush
 		return fmt.Errorf("usage: redis flush: %w", err)
 	}
 	return nil
 }
+
+// MarkerPrefix starts the flush markers, corral:v1:usage-flushed:{<tenant>}:<instance>:
+// the last batch of an instance applied to a tenant's counters, in their
+// slot. A marker carries a TTL (it is not usage, and is free to lose once
+// no retry can come), so it lives outside KeyPrefix, whose keys are durable.
+const MarkerPrefix = "corral:v1:usage-flushed:"
+
+func markerKey(tenant, instance string) string { return MarkerPrefix + "{" + tenant + "}:" + instance }
+
+//go:embed flush.lua
+var flushSource string
+
+var flushScript = redis.NewScript(flushSource)
 
 func (r *Redis) loop() {
 	defer close(r.done)

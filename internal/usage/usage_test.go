@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/corralhq/corral/internal/redistest"
@@ -111,5 +112,102 @@ func TestRedisKeepsCountersThroughAnOutage(t *testing.T) {
 	}
 	if got, _ := r.Get(ctx, "acme"); got.Requests != 5 {
 		t.Errorf("after the outage = %+v; want the 5 requests kept", got)
+	}
+}
+
+// flushDuringRead is a go-redis hook that, once armed, starts a flush of
+// r right after a read of Redis (a Get's HGETALL, or the pipeline of a
+// Days read) and before the read goes on to the unflushed counters.
+type flushDuringRead struct {
+	r     *Redis
+	armed bool
+	done  chan error
+}
+
+func (h *flushDuringRead) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *flushDuringRead) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if cmd.Name() == "hgetall" {
+			h.flush()
+		}
+		return err
+	}
+}
+
+func (h *flushDuringRead) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if len(cmds) > 0 && cmds[0].Name() == "hgetall" {
+			h.flush()
+		}
+		return err
+	}
+}
+
+// flush starts the flush and gives it a moment to run: a flush that can
+// slip between the read's two halves does so within it, and a flush that
+// waits for the read (as it must) is left waiting.
+func (h *flushDuringRead) flush() {
+	if !h.armed {
+		return
+	}
+	h.armed = false
+	h.done = make(chan error, 1)
+	go func() { h.done <- h.r.Flush(context.Background()) }()
+	select {
+	case err := <-h.done:
+		h.done <- err
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestRedisReadDuringAFlush: a flush that runs while a Get or a Days read
+// is between Redis and the unflushed counters is neither missed nor
+// counted twice: the counters moving from one to the other are read once.
+// (The console's pages read usage while every instance flushes each
+// second; a read that missed a batch showed fewer requests than the next.)
+func TestRedisReadDuringAFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := srv.Client()
+	hook := &flushDuringRead{}
+	rdb.AddHook(hook)
+	r := NewRedis(rdb, RedisOptions{Interval: time.Hour})
+	defer r.Close()
+	hook.r = r
+	add := func() {
+		r.Add("acme", Counters{Requests: 5, ByModel: map[string]ModelCounters{"gpt-4o": {Requests: 5}}})
+	}
+
+	add()
+	hook.armed = true
+	got, err := r.Get(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-hook.done; err != nil {
+		t.Fatal(err)
+	}
+	if got.Requests != 5 {
+		t.Errorf("Get during a flush: %d requests; want 5", got.Requests)
+	}
+	if got, _ := r.Get(ctx, "acme"); got.Requests != 5 {
+		t.Errorf("Get after the flush: %d requests; want 5", got.Requests)
+	}
+
+	add()
+	hook.armed = true
+	day := time.Now()
+	rows, err := r.Days(ctx, []string{"acme"}, day, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-hook.done; err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Requests != 10 {
+		t.Errorf("Days during a flush: %+v; want one row of 10 requests", rows)
 	}
 }

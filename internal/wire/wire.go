@@ -23,7 +23,8 @@
 package wire
 
 // Format is one API's wire format. Implementations are stateless and safe
-// for concurrent use.
+// for concurrent use, and comparable values: the server keys the replays
+// it shares by them.
 type Format interface {
 	// Parse keys body for tenant and endpoint and reads its facts, in one
 	// pass. An error means the body is not a valid request (400).
@@ -46,7 +47,9 @@ type Format interface {
 	Usage(body []byte) Usage
 	// Replay renders a stored answer as the stream a client asking f
 	// would have received. An error means the answer cannot be streamed
-	// (embeddings); it is then served as JSON.
+	// (embeddings); it is then served as JSON. It depends on its
+	// arguments alone, so the server renders a large answer once for
+	// every reader asking the same, and the events are read-only.
 	Replay(endpoint string, body []byte, f Facts) ([][]byte, error)
 	// Hidden reports the events of a live stream that a follower asking f
 	// does not receive; nil hides nothing.
@@ -102,7 +105,9 @@ type Usage struct {
 	// "" when the answer does not say.
 	Model string
 	// Known is false when the answer carried no usage (a stream that did
-	// not ask for it); real usage is then not charged.
+	// not ask for it) or usage Corral does not believe (a figure Count
+	// refuses, or one Checked disbelieves); the call is then charged its
+	// estimate, never less.
 	Known bool
 }
 

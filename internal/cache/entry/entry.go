@@ -39,6 +39,11 @@ type Entry struct {
 	CachedTokens     int
 	CacheWriteTokens int
 	Model            string
+	// UsageUnread marks the answer of an upstream call whose usage Corral
+	// could not read (none came, or none it believes): the call is charged
+	// its estimate. It lives only with the call that made the answer and
+	// is never stored; a stored entry's usage is what it says.
+	UsageUnread bool
 }
 
 // ErrNotCacheable means a store's Set refused the entry (nil, empty body,

@@ -91,7 +91,8 @@ func (a *Locker) TryAcquire(ctx context.Context, name string, clear ...string) (
 // TryAcquireOrRead reads the entries and takes the lock in one script. An
 // unreadable value (corrupt, or a newer codec during a rolling upgrade)
 // is a miss that would keep the script from ever taking the lock: then
-// the lock is taken the plain way.
+// the lock is taken the plain way. Large entries are shared with the
+// process's other readers of the same value (cache.UnmarshalShared).
 func (a *Locker) TryAcquireOrRead(ctx context.Context, name string, keys []string, clear ...string) (coalesce.Release, bool, []*entry.Entry, error) {
 	lease, ok, vals, err := a.l.TryAcquireOrRead(ctx, name, keys, clear...)
 	if err != nil {
@@ -103,7 +104,7 @@ func (a *Locker) TryAcquireOrRead(ctx context.Context, name string, keys []strin
 		if v == nil {
 			continue
 		}
-		e, derr := cache.Unmarshal(v)
+		e, derr := cache.UnmarshalShared(keys[i], v)
 		if derr != nil {
 			undecodable = true
 			continue

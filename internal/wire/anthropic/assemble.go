@@ -34,10 +34,13 @@ type block struct {
 type Assembler struct {
 	message map[string]json.RawMessage // message_start's message
 	usage   usage
-	blocks  []*block
-	delta   map[string]json.RawMessage // message_delta's delta (stop_reason, ...)
-	ended   bool
-	err     error
+	// usageBad: an event's usage held a figure wire.Count refuses, so the
+	// stream's usage is unread, whatever the other events said.
+	usageBad bool
+	blocks   []*block
+	delta    map[string]json.RawMessage // message_delta's delta (stop_reason, ...)
+	ended    bool
+	err      error
 }
 
 // Add implements wire.Assembler.
@@ -66,7 +69,7 @@ func (a *Assembler) Add(ev []byte) bool {
 		Index        *int                       `json:"index"`
 		ContentBlock map[string]json.RawMessage `json:"content_block"`
 		Delta        map[string]json.RawMessage `json:"delta"`
-		Usage        *usage                     `json:"usage"`
+		Usage        json.RawMessage            `json:"usage"`
 	}
 	if err := json.Unmarshal(data, &v); err != nil {
 		a.fail(fmt.Errorf("anthropic: event %s: %w", typ, err))
@@ -79,8 +82,8 @@ func (a *Assembler) Add(ev []byte) bool {
 			return false
 		}
 		a.message = v.Message
-		if raw, ok := v.Message["usage"]; ok {
-			_ = json.Unmarshal(raw, &a.usage)
+		if raw, ok := v.Message["usage"]; ok && json.Unmarshal(raw, &a.usage) != nil {
+			a.usageBad = true
 		}
 	case "content_block_start":
 		if v.Index == nil || *v.Index != len(a.blocks) || *v.Index >= maxBlocks || v.ContentBlock == nil {
@@ -127,10 +130,14 @@ func (a *Assembler) Add(ev []byte) bool {
 		if v.Delta != nil {
 			a.delta = v.Delta
 		}
-		if v.Usage != nil {
-			for dst, src := range map[**int]*int{
-				&a.usage.InputTokens: v.Usage.InputTokens, &a.usage.OutputTokens: v.Usage.OutputTokens,
-				&a.usage.CacheCreationInputTokens: v.Usage.CacheCreationInputTokens, &a.usage.CacheReadInputTokens: v.Usage.CacheReadInputTokens,
+		var du *usage
+		if len(v.Usage) > 0 && json.Unmarshal(v.Usage, &du) != nil {
+			a.usageBad, du = true, nil
+		}
+		if du != nil {
+			for dst, src := range map[**wire.Count]*wire.Count{
+				&a.usage.InputTokens: du.InputTokens, &a.usage.OutputTokens: du.OutputTokens,
+				&a.usage.CacheCreationInputTokens: du.CacheCreationInputTokens, &a.usage.CacheReadInputTokens: du.CacheReadInputTokens,
 			} {
 				if src != nil {
 					*dst = src
@@ -204,6 +211,9 @@ func (a *Assembler) Finish() ([]byte, wire.Usage, error) {
 	msg["usage"] = mustJSON(a.usage)
 	body := verbatimObject(msg)
 	u := a.usage.wire()
+	if a.usageBad {
+		u = wire.Usage{}
+	}
 	if u.Known {
 		u.Model = str(a.message["model"])
 	}

@@ -119,19 +119,21 @@ func (Format) IsEnd(ev []byte) bool {
 func (Format) NewAssembler(string) wire.Assembler { return &Assembler{} }
 
 // usage is Anthropic's usage object.
+// Its figures are read through wire.Count, so one that cannot be true
+// makes the event or answer holding it unreadable.
 type usage struct {
-	InputTokens              *int `json:"input_tokens,omitempty"`
-	OutputTokens             *int `json:"output_tokens,omitempty"`
-	CacheCreationInputTokens *int `json:"cache_creation_input_tokens,omitempty"`
-	CacheReadInputTokens     *int `json:"cache_read_input_tokens,omitempty"`
+	InputTokens              *wire.Count `json:"input_tokens,omitempty"`
+	OutputTokens             *wire.Count `json:"output_tokens,omitempty"`
+	CacheCreationInputTokens *wire.Count `json:"cache_creation_input_tokens,omitempty"`
+	CacheReadInputTokens     *wire.Count `json:"cache_read_input_tokens,omitempty"`
 }
 
 func (u *usage) wire() wire.Usage {
-	v := func(p *int) int {
+	v := func(p *wire.Count) int {
 		if p == nil {
 			return 0
 		}
-		return *p
+		return int(*p)
 	}
 	if u == nil || (u.InputTokens == nil && u.OutputTokens == nil) {
 		return wire.Usage{}
@@ -142,7 +144,7 @@ func (u *usage) wire() wire.Usage {
 		Cached:     v(u.CacheReadInputTokens),
 		CacheWrite: v(u.CacheCreationInputTokens),
 		Known:      true,
-	}
+	}.Checked()
 }
 
 // Answer implements wire.Format: a message ({"type":"message"} with a

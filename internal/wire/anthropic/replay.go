@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/corralhq/corral/internal/wire/sse"
 )
 
@@ -46,7 +47,7 @@ func Replay(body []byte) ([][]byte, error) {
 	start["content"] = json.RawMessage(`[]`)
 	start["stop_reason"], start["stop_sequence"] = json.RawMessage(`null`), json.RawMessage(`null`)
 	startUsage := u
-	one := 1
+	one := wire.Count(1)
 	startUsage.OutputTokens = &one
 	start["usage"] = mustJSON(startUsage)
 	emit("message_start", map[string]any{"message": start})

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/corralhq/corral/internal/jsonstr"
+	"github.com/corralhq/corral/internal/wire"
 )
 
 // Endpoints whose answers can be streamed, as paths below /v1.
@@ -520,19 +521,20 @@ func (a *Assembler) Complete() bool {
 
 // Usage returns the token counts from the stream's usage chunk; ok is false
 // when the stream carried none (the request lacked
-// stream_options.include_usage) or the usage could not be read.
+// stream_options.include_usage) or the usage could not be read (a figure
+// wire.Count refuses).
 func (a *Assembler) Usage() (prompt, completion int, ok bool) {
 	if a.usage == nil {
 		return 0, 0, false
 	}
 	var u struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
+		PromptTokens     wire.Count `json:"prompt_tokens"`
+		CompletionTokens wire.Count `json:"completion_tokens"`
 	}
 	if err := json.Unmarshal(a.usage, &u); err != nil {
 		return 0, 0, false
 	}
-	return u.PromptTokens, u.CompletionTokens, true
+	return int(u.PromptTokens), int(u.CompletionTokens), true
 }
 
 // Body returns the assembled non-streaming JSON body, with OpenAI's field

@@ -100,12 +100,11 @@ func tokenEstimate(endpoint string, bodyBytes, maxTokens, n int) int {
 	return EstimateTokens(bodyBytes, maxTokens, n)
 }
 
-// Prepare implements wire.Format: a streaming request whose client did
-// not ask for the usage chunk itself (a top-level
-// stream_options.include_usage: true) is sent asking for it
-// (WithStreamUsage).
+// Prepare implements wire.Format: every streaming request is sent asking
+// for the usage chunk under every spelling of include_usage it holds
+// (WithStreamUsage); one that already asks under each is sent as it came.
 func (Format) Prepare(f wire.Facts, body []byte) ([]byte, bool) {
-	if !f.Stream || f.IncludeUsage {
+	if !f.Stream {
 		return body, false
 	}
 	return WithStreamUsage(body)
@@ -161,26 +160,28 @@ func (s *streamAssembler) Finish() ([]byte, wire.Usage, error) {
 
 // Usage implements wire.Format: the usage object of a whole answer
 // (chat, completions, embeddings) and its model. prompt_tokens includes
-// prompt_tokens_details.cached_tokens.
+// prompt_tokens_details.cached_tokens. A usage object without
+// prompt_tokens, or with a figure wire.Count refuses or Usage.Checked
+// disbelieves, is unread.
 func (Format) Usage(body []byte) wire.Usage {
 	var v struct {
 		Model string `json:"model"`
 		Usage *struct {
-			PromptTokens        int `json:"prompt_tokens"`
-			CompletionTokens    int `json:"completion_tokens"`
+			PromptTokens        *wire.Count `json:"prompt_tokens"`
+			CompletionTokens    wire.Count  `json:"completion_tokens"`
 			PromptTokensDetails *struct {
-				CachedTokens int `json:"cached_tokens"`
+				CachedTokens wire.Count `json:"cached_tokens"`
 			} `json:"prompt_tokens_details"`
 		} `json:"usage"`
 	}
-	if json.Unmarshal(body, &v) != nil || v.Usage == nil {
+	if json.Unmarshal(body, &v) != nil || v.Usage == nil || v.Usage.PromptTokens == nil {
 		return wire.Usage{}
 	}
-	u := wire.Usage{Prompt: v.Usage.PromptTokens, Completion: v.Usage.CompletionTokens, Model: v.Model, Known: true}
+	u := wire.Usage{Prompt: int(*v.Usage.PromptTokens), Completion: int(v.Usage.CompletionTokens), Model: v.Model, Known: true}
 	if d := v.Usage.PromptTokensDetails; d != nil {
-		u.Cached = d.CachedTokens
+		u.Cached = int(d.CachedTokens)
 	}
-	return u
+	return u.Checked()
 }
 
 // Replay implements wire.Format with Replay.

@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -10,10 +11,11 @@ import (
 const usageMember = `"include_usage":true`
 
 // WithStreamUsage returns body asking the upstream for the usage chunk of a
-// stream, and whether it differs from body: the stored entry then carries
-// usage (so non-streaming hits have it, and tokens/min charges real
-// numbers), and any follower that asks for usage can have it. The usage
-// chunk is filtered out for clients that did not ask (Format.Hidden).
+// stream, and whether it differs from body: every upstream call is then
+// charged its real usage (the stored entry of a cached stream carries it
+// too, so non-streaming hits have it, and any follower that asks for
+// usage can have it). The usage chunk is filtered out for clients that
+// did not ask (Format.Hidden).
 //
 // The edit is made on the bytes, the only change Corral ever makes to a
 // body; everything else is forwarded as the client wrote it:
@@ -23,22 +25,29 @@ const usageMember = `"include_usage":true`
 //   - a stream_options object without include_usage: the member is added
 //     first in it, the client's other fields (include_obfuscation, ...)
 //     kept;
-//   - include_usage false or null: the value becomes true.
+//   - include_usage false or null: the value becomes true;
+//   - a key in stream_options that differs from include_usage only in
+//     case ("Include_Usage"), which an upstream matching keys
+//     case-insensitively reads as include_usage, whichever of them it
+//     takes: its false or null becomes true as well, so no spelling can
+//     turn the usage chunk off. What the client asked for is
+//     include_usage by OpenAI's own name (keying's IncludeUsage), which
+//     decides whether it receives the chunk.
 //
-// Anything else is left as it is: include_usage already true, a
-// stream_options or include_usage of a type the API refuses (the upstream
-// answers the client's own body), a key that differs from include_usage
-// only in case (a case-insensitive reader upstream could take either), and
-// a body that is not a JSON object. body must hold no duplicate keys, as
-// keying guarantees of every body it accepts; keys are compared decoded,
-// so "stream\u005foptions" is stream_options.
+// Anything else is left as it is: include_usage already true under every
+// spelling, a stream_options or include_usage of a type the API refuses
+// (the upstream answers the client's own body), a top-level key that
+// differs from stream_options only in case (keying refuses such a body
+// before it is sent), and a body that is not a JSON object. body must hold
+// no duplicate keys, as keying guarantees of every body it accepts; keys
+// are compared decoded, so "stream\u005foptions" is stream_options.
 func WithStreamUsage(body []byte) ([]byte, bool) {
 	open := skipSpace(body, 0)
 	if open == len(body) || body[open] != '{' {
 		return body, false
 	}
 	root, ok := scanObject(body, open, "stream_options")
-	if !ok || root.variant {
+	if !ok || len(root.variants) > 0 {
 		return body, false
 	}
 	if !root.found {
@@ -59,22 +68,52 @@ func WithStreamUsage(body []byte) ([]byte, bool) {
 		return body, false
 	}
 	opts, ok := scanObject(body, root.start, "include_usage")
-	if !ok || opts.variant {
+	if !ok {
 		return body, false
 	}
+	// The edits, in the order of their offsets: the member added first in
+	// the object, then each spelling's false or null made true.
+	var edits []edit
 	if !opts.found {
-		at := root.start + 1
 		insert := usageMember
 		if !opts.empty {
 			insert += ","
 		}
-		return replace(body, at, at, insert), true
+		edits = append(edits, edit{at: root.start + 1, to: root.start + 1, with: insert})
 	}
-	switch string(body[opts.start:opts.end]) {
-	case "false", "null":
-		return replace(body, opts.start, opts.end, "true"), true
+	spans := opts.variants
+	if opts.found {
+		switch string(body[opts.start:opts.end]) {
+		case "true", "false", "null":
+		default:
+			return body, false // a type the API refuses: the client's own body answers
+		}
+		spans = append(spans, span{opts.start, opts.end})
 	}
-	return body, false
+	slices.SortFunc(spans, func(a, b span) int { return a.start - b.start })
+	for _, sp := range spans {
+		switch string(body[sp.start:sp.end]) {
+		case "false", "null":
+			edits = append(edits, edit{at: sp.start, to: sp.end, with: "true"})
+		}
+	}
+	if len(edits) == 0 {
+		return body, false
+	}
+	out := make([]byte, 0, len(body)+len(usageMember)+1)
+	last := 0
+	for _, e := range edits {
+		out = append(out, body[last:e.at]...)
+		out = append(out, e.with...)
+		last = e.to
+	}
+	return append(out, body[last:]...), true
+}
+
+// edit replaces body[at:to] with with.
+type edit struct {
+	at, to int
+	with   string
 }
 
 // replace returns a copy of body with body[from:to] replaced by with.
@@ -91,8 +130,13 @@ type objectScan struct {
 	empty      bool // the object has no members
 	found      bool // a member named name is present
 	start, end int  // its value's span, when found
-	variant    bool // some key differs from name only in case
+	// variants are the value spans of the members whose keys differ from
+	// name only in case.
+	variants []span
 }
+
+// span is a value's offsets in a body.
+type span struct{ start, end int }
 
 // scanObject reads the object whose '{' is at b[open] and looks for the
 // member called name. ok is false when b is not well-formed there.
@@ -126,7 +170,7 @@ func scanObject(b []byte, open int, name string) (s objectScan, ok bool) {
 		case k == name:
 			s.found, s.start, s.end = true, start, end
 		case strings.EqualFold(k, name):
-			s.variant = true
+			s.variants = append(s.variants, span{start, end})
 		}
 		i = skipSpace(b, end)
 		if i == len(b) {

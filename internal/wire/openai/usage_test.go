@@ -47,3 +47,38 @@ func TestStreamUsageReadsCachedTokensAndModel(t *testing.T) {
 		t.Errorf("Usage (-want +got):\n%s", diff)
 	}
 }
+
+// TestUnbelievableUsageIsUnread: a usage object with a figure that cannot
+// be true (negative, fractional, a string, beyond wire.MaxTokens, more
+// cached than prompt tokens) or without prompt_tokens is unread, whole
+// answer or stream, so its call is charged its estimate.
+func TestUnbelievableUsageIsUnread(t *testing.T) {
+	for _, usage := range []string{
+		`{"prompt_tokens":-1000,"completion_tokens":-5,"total_tokens":-1005}`,
+		`{"prompt_tokens":1000,"completion_tokens":-5,"total_tokens":995}`,
+		`{"prompt_tokens":1000.5,"completion_tokens":5,"total_tokens":1005}`,
+		`{"prompt_tokens":"1000","completion_tokens":"5","total_tokens":"1005"}`,
+		`{"prompt_tokens":9223372036854775807,"completion_tokens":5,"total_tokens":9223372036854775807}`,
+		`{"prompt_tokens":1073741825,"completion_tokens":5}`,
+		`{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":11}}`,
+		`{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":-1}}`,
+		`{"completion_tokens":5}`,
+		`{"prompt_tokens":null,"completion_tokens":5}`,
+	} {
+		body := `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":` + usage + `}`
+		if u := (Format{}).Usage([]byte(body)); u != (wire.Usage{}) {
+			t.Errorf("%s: Usage = %+v; want unread", usage, u)
+		}
+		a := Format{}.NewAssembler(ChatCompletionsPath)
+		for _, ev := range []string{
+			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}` + "\n\n",
+			`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":` + usage + `}` + "\n\n",
+			"data: [DONE]\n\n",
+		} {
+			a.Add([]byte(ev))
+		}
+		if _, u, err := a.Finish(); err != nil || u != (wire.Usage{}) {
+			t.Errorf("%s streamed: %+v, %v; want unread usage, no error", usage, u, err)
+		}
+	}
+}

@@ -6,8 +6,9 @@
 //   - Keying keeps store and previous_response_id: a stored response and
 //     an unstored one are different answers to the tenant (one has an id
 //     it can follow up on), and previous_response_id changes the context
-//     the model sees. stream, stream_options, user and metadata are
-//     dropped.
+//     the model sees. stream, stream_options, user, metadata and
+//     client_metadata are dropped, and with store false the ids of input
+//     items that carry their whole content (see Policy).
 //   - Some requests are never cached or coalesced (Bypass): background
 //     runs (their answer is a job, not a result), requests inside a
 //     conversation (the conversation changes with every call), and hosted

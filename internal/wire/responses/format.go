@@ -16,17 +16,34 @@ import (
 const Path = "/responses"
 
 // Policy is the Responses API's keying policy: stream, stream_options,
-// user, metadata and user's successors prompt_cache_key and
+// user, metadata, client_metadata (Codex's session, thread and turn ids
+// and start time) and user's successors prompt_cache_key and
 // safety_identifier do not change the answer; store and
 // previous_response_id do.
+//
+// With store false, so are the ids of the input items in unstoredItems:
+// such an item carries its whole content, the upstream reads it from the
+// request and keeps nothing under its id, and Codex mints a fresh id for
+// the same item on every run. Every other item keeps its id: an
+// item_reference (and an item with no type, which the API reads as one)
+// is nothing but the id, a reasoning item's id may name a stored item the
+// upstream reads back, and an item type Corral does not know may do the
+// same. With store true (the default) every id stays: it names the item
+// the upstream stores, which the tenant reads back as the response's
+// input items.
 var Policy = keying.NewPolicy(map[string]keying.Drop{
 	"stream":            {Always: keying.Bool | keying.Null},
 	"stream_options":    {Always: keying.Null, WhenStreaming: keying.Object},
 	"metadata":          {Always: keying.Object | keying.Null},
+	"client_metadata":   {Always: keying.Object | keying.Null},
 	"user":              {Always: keying.String | keying.Null},
 	"prompt_cache_key":  {Always: keying.String | keying.Null},
 	"safety_identifier": {Always: keying.String | keying.Null},
-})
+}).WithUnstoredItemIDs("input", unstoredItems...)
+
+// unstoredItems are the input item types whose id Policy drops when store
+// is false: the items that carry their whole content.
+var unstoredItems = []string{"message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
 
 // DefaultMaxOutputTokens is the completion size the estimate assumes when
 // a request sets no max_output_tokens.
@@ -139,26 +156,28 @@ func (Format) IsEnd(ev []byte) bool {
 func (Format) NewAssembler(string) wire.Assembler { return &Assembler{} }
 
 // Usage implements wire.Format: input_tokens (input_tokens_details.cached_tokens
-// included) and output_tokens of a response, and its model.
+// included) and output_tokens of a response, and its model. A usage object
+// without both, or with a figure wire.Count refuses or Usage.Checked
+// disbelieves, is unread.
 func (Format) Usage(body []byte) wire.Usage {
 	var v struct {
 		Model string `json:"model"`
 		Usage *struct {
-			InputTokens        int `json:"input_tokens"`
-			OutputTokens       int `json:"output_tokens"`
+			InputTokens        *wire.Count `json:"input_tokens"`
+			OutputTokens       *wire.Count `json:"output_tokens"`
 			InputTokensDetails *struct {
-				CachedTokens int `json:"cached_tokens"`
+				CachedTokens wire.Count `json:"cached_tokens"`
 			} `json:"input_tokens_details"`
 		} `json:"usage"`
 	}
-	if json.Unmarshal(body, &v) != nil || v.Usage == nil {
+	if json.Unmarshal(body, &v) != nil || v.Usage == nil || v.Usage.InputTokens == nil || v.Usage.OutputTokens == nil {
 		return wire.Usage{}
 	}
-	u := wire.Usage{Prompt: v.Usage.InputTokens, Completion: v.Usage.OutputTokens, Model: v.Model, Known: true}
+	u := wire.Usage{Prompt: int(*v.Usage.InputTokens), Completion: int(*v.Usage.OutputTokens), Model: v.Model, Known: true}
 	if d := v.Usage.InputTokensDetails; d != nil {
-		u.Cached = d.CachedTokens
+		u.Cached = int(d.CachedTokens)
 	}
-	return u
+	return u.Checked()
 }
 
 // Answer implements wire.Format: a response object (object "response"

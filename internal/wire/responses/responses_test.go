@@ -182,6 +182,30 @@ func TestParse(t *testing.T) {
 			t.Errorf("%s shares the key of %s", other, base)
 		}
 	}
+	if key(base) != key(`{"model":"m","input":"hi","client_metadata":{"session_id":"019a","turn_started_at_unix_ms":"1796161077228"}}`) {
+		t.Error("client_metadata changed the key")
+	}
+	unstored := `{"model":"m","store":false,"input":[{"type":"message","id":"msg_1","role":"user","content":[{"type":"input_text","text":"hi"}]},` +
+		`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"f","arguments":"{}"},{"type":"function_call_output","id":"fco_1","call_id":"call_1","output":"ok"},` +
+		`{"type":"custom_tool_call","id":"ctc_1","call_id":"call_2","name":"g","input":"x"},{"type":"custom_tool_call_output","id":"ctco_1","call_id":"call_2","output":"ok"}]}`
+	idTests := []struct {
+		name     string
+		a, b     string
+		wantSame bool
+	}{
+		{"unstored item ids", unstored, strings.NewReplacer(`"msg_1"`, `"msg_9"`, `"fc_1"`, `"fc_9"`, `"fco_1"`, `"fco_9"`, `"ctc_1"`, `"ctc_9"`, `"ctco_1"`, `"ctco_9"`).Replace(unstored), true},
+		{"call ids", unstored, strings.ReplaceAll(unstored, `"call_1"`, `"call_9"`), false},
+		{"stored item ids", strings.Replace(unstored, `"store":false,`, ``, 1), strings.Replace(strings.ReplaceAll(unstored, `"msg_1"`, `"msg_9"`), `"store":false,`, ``, 1), false},
+		{"store true item ids", strings.Replace(unstored, `false`, `true`, 1), strings.Replace(strings.ReplaceAll(unstored, `"msg_1"`, `"msg_9"`), `false`, `true`, 1), false},
+		{"item_reference", `{"model":"m","store":false,"input":[{"type":"item_reference","id":"msg_1"}]}`, `{"model":"m","store":false,"input":[{"type":"item_reference","id":"msg_9"}]}`, false},
+		{"untyped item", `{"model":"m","store":false,"input":[{"id":"msg_1"}]}`, `{"model":"m","store":false,"input":[{"id":"msg_9"}]}`, false},
+		{"reasoning", `{"model":"m","store":false,"input":[{"type":"reasoning","id":"rs_1","summary":[]}]}`, `{"model":"m","store":false,"input":[{"type":"reasoning","id":"rs_9","summary":[]}]}`, false},
+	}
+	for _, tt := range idTests {
+		if same := key(tt.a) == key(tt.b); same != tt.wantSame {
+			t.Errorf("%s: same key %v; want %v\n%s\n%s", tt.name, same, tt.wantSame, tt.a, tt.b)
+		}
+	}
 	tests := []struct {
 		body, bypass string
 		estimate     int
