@@ -81,6 +81,9 @@ func olderRevision(a, b tenantstore.Revision) bool {
 // a load that changes nothing (the echo of this instance's own change)
 // leaves the registry as it is.
 func (s *Server) SetAPITenants(l tenantstore.Load) {
+	if !l.Rewound && s.storeLostChanges(l.Rev) {
+		l.Rewound = true
+	}
 	rev := l.Rev
 	s.sources.mu.Lock()
 	cur := s.sources.api
@@ -119,6 +122,27 @@ func (s *Server) SetAPITenants(l tenantstore.Load) {
 	gen := s.changedLocked()
 	s.sources.mu.Unlock()
 	s.rebuildThrough(gen)
+}
+
+// storeLostChanges reports whether a load at rev, older than what this
+// instance holds, is so because the store lost the changes in between (a
+// failover to a replica this instance's own changes had not reached: its
+// Mirror sees no rewind, since it never loaded them) rather than because
+// its List began before them. The store's revision never goes back
+// within an epoch unless it lost history, so a store now behind what this
+// instance holds did. It reads the store only for a load that would be
+// dropped, bounded to 2 s; an unreadable store keeps the drop.
+func (s *Server) storeLostChanges(rev tenantstore.Revision) bool {
+	s.sources.mu.Lock()
+	held, store := s.sources.rev, s.sources.store
+	s.sources.mu.Unlock()
+	if store == nil || !olderRevision(rev, held) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	now, err := store.Revision(ctx)
+	return err == nil && olderRevision(now, held)
 }
 
 // sameRecord reports whether two reads of a stored tenant are the same

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -227,4 +228,71 @@ func revAt(n int64) tenantstore.Revision { return tenantstore.Revision{Epoch: st
 // loadAt is a Mirror's load of ts at revision n of storeEpoch.
 func loadAt(n int64, ts []tenantstore.Tenant) tenantstore.Load {
 	return tenantstore.Load{Rev: revAt(n), Tenants: ts}
+}
+
+// revisionStore is a tenant store that answers only Revision, with what
+// the test sets: the store as a failover left it.
+type revisionStore struct {
+	tenantstore.Store
+	mu  sync.Mutex
+	rev tenantstore.Revision
+}
+
+func (r *revisionStore) Revision(context.Context) (tenantstore.Revision, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rev, nil
+}
+
+// TestMirrorLoadAfterOwnChangesWereLost: this instance's own changes
+// raised its revision (6..8) before a failover to a replica that never got
+// them (the store is at 5 again, same epoch). Its Mirror's next load (5)
+// is not Rewound as the Mirror sees it (its last load was older still),
+// and it must not be dropped as older than the lost changes: every later
+// change elsewhere (6, 7: a delete and a revoke) would be dropped too,
+// and a deleted tenant would answer on this instance until the store's
+// revision passed 8. A load older than what this instance holds is taken
+// once the store itself is behind it: the store lost those changes.
+func TestMirrorLoadAfterOwnChangesWereLost(t *testing.T) {
+	file, err := tenant.NewRegistry(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &revisionStore{}
+	s := &Server{log: slog.New(slog.DiscardHandler)}
+	s.sources.file, s.sources.store = file, store
+	s.sources.parse = func([]byte) (tenant.Policy, error) { return tenant.Policy{MaxLeaders: 1}, nil }
+	withKey := func(id string, version int64, key string) tenantstore.Tenant {
+		t := tenantstore.Tenant{ID: id, Version: version, Policy: []byte(`{}`)}
+		if key != "" {
+			t.Keys = []tenantstore.Key{{ID: "key_" + id, SHA256: tenant.HashKey(key)}}
+		}
+		return t
+	}
+	live := func(key string) bool {
+		_, ok := s.tenants.Load().Authenticate(key)
+		return ok
+	}
+	s.SetAPITenants(loadAt(5, []tenantstore.Tenant{withKey("doomed", 5, "sk-corral-doomed")}))
+	made := withKey("mine", 8, "sk-corral-mine")
+	s.setAPITenant("mine", &made, revAt(8)) // this instance's change, lost in the failover
+
+	// A load that listed before this instance's change, with the store
+	// still holding it: dropped, as ever.
+	store.rev = revAt(8)
+	s.SetAPITenants(loadAt(5, []tenantstore.Tenant{withKey("doomed", 5, "sk-corral-doomed")}))
+	if !live("sk-corral-mine") {
+		t.Fatal("a load older than this instance's change, the store holding it, took the change back")
+	}
+
+	// The failover: the store is back at 5, then another instance deletes
+	// "doomed" (6).
+	store.rev = revAt(6)
+	s.SetAPITenants(loadAt(6, nil))
+	if live("sk-corral-doomed") {
+		t.Fatal("a tenant deleted after a failover lost this instance's changes still authenticates here")
+	}
+	if live("sk-corral-mine") {
+		t.Fatal("a key the store lost in the failover still authenticates here")
+	}
 }
