@@ -270,7 +270,7 @@ func (s *Server) refresh(r *http.Request, c *call, req *coalesce.Request) {
 	}
 	rr.Tokens = nil
 	if c.t.Budget.Set() {
-		if left, _ := s.budgets.Standing(c.t.ID, c.t.Budget).Remaining(); left <= 0 {
+		if left, _ := s.budgets.Standing(c.t.Scope, c.t.Budget).Remaining(); left <= 0 {
 			return
 		}
 		rr.Tokens = &flightCharge{s: s, t: c.t, estimate: s.estimateCost(c.facts.Model, c.facts.Estimate)}
