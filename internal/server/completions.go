@@ -212,8 +212,18 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 			writeError(w, statusError(err))
 			return
 		}
+		// Held at the estimate until the answer's usage is read; a call
+		// that got no 200 answer (an upstream error, no upstream reached)
+		// costs nothing, as a leader's failed call does.
 		rec.cost = fc.estimate
-		defer func() { s.settleBudget(context.WithoutCancel(r.Context()), c.t.Scope, fc, rec.cost) }()
+		answered := false
+		ro.answered = func() { answered = true }
+		defer func() {
+			if !answered {
+				rec.cost = 0
+			}
+			s.settleBudget(context.WithoutCancel(r.Context()), c.t.Scope, fc, rec.cost)
+		}()
 	}
 	rec.cache = cacheBypass
 	setCacheHeaders(w.Header(), cacheBypass, nil, false, c.ctl, s.now())

@@ -138,6 +138,9 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 			return
 		}
 		if complete {
+			if o.answered != nil && resp.StatusCode == http.StatusOK {
+				o.answered()
+			}
 			rc.answer(body)
 			upstream.CopyResponseHeader(w.Header(), resp.Header)
 			w.WriteHeader(resp.StatusCode)

@@ -41,6 +41,10 @@ type relayOptions struct {
 	// maxUsageBody.
 	usage    func(wire.Usage)
 	endpoint string
+	// answered, when set, is called once the upstream's 200 answer starts
+	// to be relayed: from then on the call has cost something (its usage,
+	// else its estimate); a call that got no 200 answered no prompt.
+	answered func()
 	// skip, when set, refuses the events of a stream its client does not
 	// receive (the usage chunk Corral asked for on its behalf); usage is
 	// still read from them.
@@ -80,6 +84,9 @@ func (s *Server) relayWith(w http.ResponseWriter, r *http.Request, resp *http.Re
 		recordFrom(r.Context()).err = "upstream answered " + resp.Status
 		writeError(w, errUpstreamAuth)
 		return
+	}
+	if o.answered != nil && resp.StatusCode == http.StatusOK {
+		o.answered()
 	}
 	upstream.CopyResponseHeader(w.Header(), resp.Header)
 	if isEventStream(resp.Header) && resp.StatusCode == http.StatusOK {
