@@ -21,8 +21,10 @@ const maxUsageModel = 256
 // error) is counted under spend.OtherModel, so every request and every
 // call is in exactly one row and the rows sum to the tenant's totals.
 //
-// Only answers name rows, never a client's request alone: the rows are
-// bounded by the models the upstreams serve, not by what clients send.
+// Only answers name rows, never a client's request alone: a row's name is
+// one a 200 answer named, or the name an upstream answered 200 to, so the
+// rows are bounded by the models the upstreams serve, not by what clients
+// send (a request an upstream refused is other's).
 // The price catalog's names (globs such as gpt-4o*) label only metrics.
 func usageModel(e *entry.Entry, requested string) string {
 	if e == nil || e.Status != http.StatusOK {
