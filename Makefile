@@ -2,7 +2,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: run demo test fuzz-ci bench bench-micro soak agents lint fuzz helm-template
+.PHONY: run demo testdeps test fuzz-ci bench bench-micro soak agents lint fuzz helm-template
 
 run: ## serve with CORRAL_* from the environment
 	$(GO) run ./cmd/gateway
@@ -10,10 +10,15 @@ run: ## serve with CORRAL_* from the environment
 demo: ## serve the built-in mock model with a demo key
 	$(GO) run ./cmd/gateway -demo
 
-test: ## vet, race-enabled tests, then every benchmark once so they stay runnable
+testdeps: ## install redis-server and chromium when missing (as root with apt-get), else stop with the command that does
+	./tools/testdeps.sh
+
+# CORRAL_TEST_STRICT=1: a test whose redis-server or chromium is missing
+# fails rather than skips (internal/testdeps), so a green run ran them all.
+test: testdeps ## vet, race-enabled tests, then every benchmark once so they stay runnable; nothing skipped for a missing redis-server or chromium
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 10m $(PKGS)
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 5m $(PKGS)
+	CORRAL_TEST_STRICT=1 $(GO) test -race -count=1 -timeout 10m $(PKGS)
+	CORRAL_TEST_STRICT=1 $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 5m $(PKGS)
 
 fuzz-ci: ## 5 s of fuzzing whole bodies through the handler; .ci/run runs it after make test
 	$(GO) test -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime 5s ./internal/server/

@@ -18,6 +18,8 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/corralhq/corral/internal/testdeps"
 )
 
 // The console's browser tests drive Debian's chromium, headless, through
@@ -95,15 +97,12 @@ type tab struct {
 }
 
 // newTab opens a tab in a new browser context; without chromium the test
-// is skipped, or fails under CI=true.
+// fails under make test and CI=true and is skipped otherwise (testdeps).
 func newTab(t *testing.T) *tab {
 	t.Helper()
 	shared.once.Do(startBrowser)
 	if shared.err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("browser tests need chromium under CI: %v", shared.err)
-		}
-		t.Skipf("skipping the browser test: %v", shared.err)
+		testdeps.Missing(t, "chromium", fmt.Sprintf(" (%v); the console's browser tests need it", shared.err))
 	}
 	ctx, cancel := chromedp.NewContext(shared.ctx, chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)

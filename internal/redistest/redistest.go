@@ -6,8 +6,9 @@
 // persistence, so parallel test binaries never share state and no test has
 // to flush a shared database.
 //
-// When redis-server is not installed the test is skipped locally but fails
-// when CI=true, so a missing server can never turn into a green run.
+// When redis-server is not installed the test fails under `make test` and
+// CI=true, and is skipped under a bare `go test` (internal/testdeps), so a
+// missing server can never turn into a green `make test`.
 // CORRAL_TEST_REDIS_URL points the tests at an existing server instead; such
 // a server cannot be stopped by Stop, so outage tests skip on it.
 package redistest
@@ -27,6 +28,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/corralhq/corral/internal/testdeps"
 )
 
 // Server is one redis-server owned by a test.
@@ -67,7 +70,7 @@ func start(tb testing.TB, persist []string) *Server {
 	if u := os.Getenv("CORRAL_TEST_REDIS_URL"); u != "" {
 		return &Server{tb: tb, url: u}
 	}
-	bin := lookPaths(tb, "; set CORRAL_TEST_REDIS_URL or install redis-server", "redis-server")[0]
+	bin := lookPaths(tb, " (or set CORRAL_TEST_REDIS_URL to a running server)", "redis-server")[0]
 	s := &Server{tb: tb, bin: bin, persist: persist}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -284,19 +287,17 @@ func freePort(tb testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// lookPaths finds each of names on PATH. A missing one fails the test in
-// CI (CI=true), where the servers must be installed, and skips it
-// elsewhere, saying hint.
+// lookPaths finds each of names on PATH. A missing one fails the test
+// under `make test` and CI, where the servers must be installed, and skips
+// it elsewhere, saying hint (testdeps.Missing).
 func lookPaths(tb testing.TB, hint string, names ...string) []string {
 	tb.Helper()
 	paths := make([]string, len(names))
 	for i, name := range names {
 		p, err := exec.LookPath(name)
 		if err != nil {
-			if os.Getenv("CI") == "true" {
-				tb.Fatalf("redistest: %s not found on PATH; CI must install it", name)
-			}
-			tb.Skipf("redistest: %s not installed%s", name, hint)
+			testdeps.Missing(tb, "redistest: "+name, hint)
+			return nil
 		}
 		paths[i] = p
 	}
