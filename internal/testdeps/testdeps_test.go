@@ -164,3 +164,37 @@ func TestMissingSkipsOtherwise(t *testing.T) {
 		t.Errorf("fatal %q, skip %q; want a skip naming chromium and the hint", r.fatal, r.skip)
 	}
 }
+
+// TestMakeTestInstallsFirstAndIsStrict: `make test` runs tools/testdeps.sh
+// before anything is built, and every go test it runs has
+// CORRAL_TEST_STRICT=1, so a missing program fails rather than skips.
+func TestMakeTestInstallsFirstAndIsStrict(t *testing.T) {
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		Missing(t, "make", "")
+		return
+	}
+	cmd := exec.Command(mk, "-n", "test")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "GO=go")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("make -n test: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if lines[0] != "./tools/testdeps.sh" {
+		t.Errorf("make test starts with %q, want ./tools/testdeps.sh", lines[0])
+	}
+	tests := 0
+	for _, l := range lines {
+		if strings.Contains(l, "go test") {
+			tests++
+			if !strings.HasPrefix(l, "CORRAL_TEST_STRICT=1 ") {
+				t.Errorf("make test runs %q without CORRAL_TEST_STRICT=1", l)
+			}
+		}
+	}
+	if tests == 0 {
+		t.Errorf("make -n test ran no go test:\n%s", out)
+	}
+}
