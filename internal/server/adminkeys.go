@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -20,22 +19,13 @@ import (
 	"github.com/corralhq/corral/internal/tenantstore"
 )
 
-// KeyPrefix starts every key the admin API makes, so a leaked one is
-// recognisable (secret scanners, logs).
-const KeyPrefix = "sk-corral-"
-
-// keyShown is how many leading characters of a key the listing shows.
-const keyShown = 12
-
 var keyIDPattern = regexp.MustCompile(`^key_[0-9a-f]{24}$`)
 
-// newKey makes a key (32 random bytes) and its id.
+// newKey makes a key (tenant.NewKey) and its id.
 func newKey() (id, key string) {
-	var raw [32]byte
 	var rid [12]byte
-	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails (Go 1.24+)
-	_, _ = rand.Read(rid[:])
-	return "key_" + hex.EncodeToString(rid[:]), KeyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	_, _ = rand.Read(rid[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "key_" + hex.EncodeToString(rid[:]), tenant.NewKey()
 }
 
 // keyJSON is a key as the listing shows it: never the key or its hash.
@@ -124,7 +114,7 @@ func (s *Server) createKey(ctx context.Context, remote, id string, fields map[st
 	}
 	keyID, key := newKey()
 	k := tenantstore.Key{
-		ID: keyID, Name: req.Name, SHA256: tenant.HashKey(key), Prefix: key[:keyShown],
+		ID: keyID, Name: req.Name, SHA256: tenant.HashKey(key), Prefix: tenant.ShownPrefix(key),
 		CreatedAt: s.now().UTC().Truncate(time.Second), ExpiresAt: req.ExpiresAt,
 	}
 	if _, aerr := s.apply(ctx, tenantstore.KeyCreated{Tenant: id, Key: k}, remote); aerr != nil {
