@@ -52,13 +52,8 @@ type createdKeyJSON struct {
 // both optional. The key is in this answer only; the store keeps its
 // sha256.
 func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.apiTenantID(w, r)
+	id, fields, ok := s.apiTenantChange(w, r)
 	if !ok {
-		return
-	}
-	fields, aerr := readAdminObject(r)
-	if aerr != nil {
-		writeError(w, aerr)
 		return
 	}
 	k, aerr := s.createKey(r.Context(), r.RemoteAddr, id, fields)
