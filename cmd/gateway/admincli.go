@@ -13,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/corralhq/corral/internal/server"
 )
 
 // The tenants and keys subcommands drive a running gateway's admin API,
@@ -262,14 +264,7 @@ func keysCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 			return err
 		}
 		var out struct {
-			Keys []struct {
-				ID        string     `json:"id"`
-				Name      string     `json:"name"`
-				Prefix    string     `json:"prefix"`
-				CreatedAt time.Time  `json:"created_at"`
-				ExpiresAt *time.Time `json:"expires_at"`
-				LastUsed  *time.Time `json:"last_used"`
-			} `json:"keys"`
+			Keys []server.KeyListing `json:"keys"`
 		}
 		if err := c.do(ctx, "GET", "/admin/tenants/"+url.PathEscape(id)+"/keys", nil, &out); err != nil {
 			return err

@@ -28,8 +28,10 @@ func newKey() (id, key string) {
 	return "key_" + hex.EncodeToString(rid[:]), tenant.NewKey()
 }
 
-// keyJSON is a key as the listing shows it: never the key or its hash.
-type keyJSON struct {
+// KeyListing is one key as GET /admin/tenants/{id}/keys lists it: never
+// the key or its hash. The gateway keys list command decodes this type,
+// so the command and the API cannot disagree on a field.
+type KeyListing struct {
 	ID        string     `json:"id"`
 	Name      string     `json:"name"`
 	Prefix    string     `json:"prefix"`
@@ -164,7 +166,7 @@ func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
 }
 
 // listKeys is API tenant id's keys, never a key or its hash.
-func (s *Server) listKeys(ctx context.Context, id string) ([]keyJSON, *apiError) {
+func (s *Server) listKeys(ctx context.Context, id string) ([]KeyListing, *apiError) {
 	if aerr := s.refuseFileTenant(id); aerr != nil {
 		return nil, aerr
 	}
@@ -185,9 +187,9 @@ func (s *Server) listKeys(ctx context.Context, id string) ([]keyJSON, *apiError)
 			used[kid] = u.At
 		}
 	}
-	out := make([]keyJSON, 0, len(t.Keys))
+	out := make([]KeyListing, 0, len(t.Keys))
 	for _, k := range t.Keys {
-		kj := keyJSON{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt}
+		kj := KeyListing{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt}
 		if at, ok := used[k.ID]; ok {
 			// Uses are kept to the minute, so a key used in the minute it
 			// was made would read as used before it existed: it was used
