@@ -13,6 +13,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/corralhq/corral/internal/server"
 )
 
 // The tenants and keys subcommands drive a running gateway's admin API,
@@ -103,26 +105,39 @@ func newFlags(name, usage string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
+// subcommandUsage answers an admin command called with no subcommand
+// (usage and the error missing) or with -h (usage, no error); done is
+// false when args name a subcommand for the caller to run.
+func subcommandUsage(args []string, usage, missing string, stderr io.Writer) (done bool, err error) {
+	if len(args) > 0 && args[0] != "-h" && args[0] != "-help" && args[0] != "--help" {
+		return false, nil
+	}
+	fmt.Fprintf(stderr, "usage: %s\n", usage)
+	if len(args) == 0 {
+		return true, errors.New(missing)
+	}
+	return true, nil
+}
+
+// connect parses a subcommand's flags from args and makes the admin
+// client it will use. A nil client ends the subcommand with err: nil when
+// -h printed the usage, else why the flags or the environment are wrong.
+func connect(fs *flag.FlagSet, args, environ []string) (*adminClient, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return true, nil
+			return nil, nil
 		}
-		return false, err
+		return nil, err
 	}
-	return false, nil
+	return newAdminClient(environ)
 }
 
 const tenantsUsage = "gateway tenants list | create [-policy JSON] ID | delete ID"
 
 // tenantsCmd runs gateway tenants ...
 func tenantsCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		fmt.Fprintf(stderr, "usage: %s\n", tenantsUsage)
-		if len(args) == 0 {
-			return errors.New("tenants: a subcommand is required: list, create or delete")
-		}
-		return nil
+	if done, err := subcommandUsage(args, tenantsUsage, "tenants: a subcommand is required: list, create or delete", stderr); done {
+		return err
 	}
 	var (
 		fs     *flag.FlagSet
@@ -139,11 +154,8 @@ func tenantsCmd(ctx context.Context, args, environ []string, stdout, stderr io.W
 	default:
 		return fmt.Errorf("tenants: unknown subcommand %q (list, create, delete)", args[0])
 	}
-	if help, err := parseFlags(fs, args[1:]); help || err != nil {
-		return err
-	}
-	c, err := newAdminClient(environ)
-	if err != nil {
+	c, err := connect(fs, args[1:], environ)
+	if c == nil {
 		return err
 	}
 	switch args[0] {
@@ -197,12 +209,8 @@ const keysUsage = "gateway keys create [-name N] [-expires RFC3339|DURATION] TEN
 
 // keysCmd runs gateway keys ...
 func keysCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
-		fmt.Fprintf(stderr, "usage: %s\n", keysUsage)
-		if len(args) == 0 {
-			return errors.New("keys: a subcommand is required: create, list or revoke")
-		}
-		return nil
+	if done, err := subcommandUsage(args, keysUsage, "keys: a subcommand is required: create, list or revoke", stderr); done {
+		return err
 	}
 	var (
 		fs            *flag.FlagSet
@@ -220,11 +228,8 @@ func keysCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 	default:
 		return fmt.Errorf("keys: unknown subcommand %q (create, list, revoke)", args[0])
 	}
-	if help, err := parseFlags(fs, args[1:]); help || err != nil {
-		return err
-	}
-	c, err := newAdminClient(environ)
-	if err != nil {
+	c, err := connect(fs, args[1:], environ)
+	if c == nil {
 		return err
 	}
 	switch args[0] {
@@ -259,14 +264,7 @@ func keysCmd(ctx context.Context, args, environ []string, stdout, stderr io.Writ
 			return err
 		}
 		var out struct {
-			Keys []struct {
-				ID        string     `json:"id"`
-				Name      string     `json:"name"`
-				Prefix    string     `json:"prefix"`
-				CreatedAt time.Time  `json:"created_at"`
-				ExpiresAt *time.Time `json:"expires_at"`
-				LastUsed  *time.Time `json:"last_used"`
-			} `json:"keys"`
+			Keys []server.KeyListing `json:"keys"`
 		}
 		if err := c.do(ctx, "GET", "/admin/tenants/"+url.PathEscape(id)+"/keys", nil, &out); err != nil {
 			return err

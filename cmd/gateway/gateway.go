@@ -291,20 +291,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		// tenant that makes no further call.
 		ledger := spend.NewRedisLedger(rdb, spend.LedgerOptions{Hold: reservationHold(cfg)})
 		so.Budgets = ledger
-		gw.closers = append(gw.closers, runOwned(func(ctx context.Context) {
-			t := time.NewTicker(time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					fctx, cancel := context.WithTimeout(ctx, time.Second)
-					ledger.Flush(fctx)
-					cancel()
-				}
-			}
-		}))
+		gw.closers = append(gw.closers, runEvery(time.Second, time.Second, ledger.Flush))
 		// Wrong admin tokens count per address across instances, and on
 		// each instance's own while Redis does not answer.
 		so.Lockout = lockout.NewFallback(lockout.NewRedis(rdb, lockout.RedisOptions{Timeout: 250 * time.Millisecond}),
@@ -464,6 +451,31 @@ func runOwned(loop func(ctx context.Context)) (stop func()) {
 		cancel()
 		<-done
 	}
+}
+
+// runEvery calls f every interval, each call under a deadline of bound
+// (0: none but stop's), until the returned stop is called; stop waits for
+// a call in progress to end. It is runOwned for the background jobs that
+// only repeat one call on a ticker.
+func runEvery(interval, bound time.Duration, f func(ctx context.Context)) (stop func()) {
+	return runOwned(func(ctx context.Context) {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if bound <= 0 {
+				f(ctx)
+				continue
+			}
+			fctx, cancel := context.WithTimeout(ctx, bound)
+			f(fctx)
+			cancel()
+		}
+	})
 }
 
 // tenantSpecs reads the tenants file into registry specs, applying the

@@ -119,23 +119,5 @@ const clusterReload = time.Second
 // replica took over (tens of seconds of degraded mode instead of one).
 // One CLUSTER SLOTS per interval per instance is the cost.
 func reloadClusterState(cc *redis.ClusterClient, interval time.Duration) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				cc.ReloadState(ctx)
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
+	return runEvery(interval, 0, cc.ReloadState)
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
@@ -20,26 +19,19 @@ import (
 	"github.com/corralhq/corral/internal/tenantstore"
 )
 
-// KeyPrefix starts every key the admin API makes, so a leaked one is
-// recognisable (secret scanners, logs).
-const KeyPrefix = "sk-corral-"
-
-// keyShown is how many leading characters of a key the listing shows.
-const keyShown = 12
-
 var keyIDPattern = regexp.MustCompile(`^key_[0-9a-f]{24}$`)
 
-// newKey makes a key (32 random bytes) and its id.
+// newKey makes a key (tenant.NewKey) and its id.
 func newKey() (id, key string) {
-	var raw [32]byte
 	var rid [12]byte
-	_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails (Go 1.24+)
-	_, _ = rand.Read(rid[:])
-	return "key_" + hex.EncodeToString(rid[:]), KeyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	_, _ = rand.Read(rid[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "key_" + hex.EncodeToString(rid[:]), tenant.NewKey()
 }
 
-// keyJSON is a key as the listing shows it: never the key or its hash.
-type keyJSON struct {
+// KeyListing is one key as GET /admin/tenants/{id}/keys lists it: never
+// the key or its hash. The gateway keys list command decodes this type,
+// so the command and the API cannot disagree on a field.
+type KeyListing struct {
 	ID        string     `json:"id"`
 	Name      string     `json:"name"`
 	Prefix    string     `json:"prefix"`
@@ -62,13 +54,8 @@ type createdKeyJSON struct {
 // both optional. The key is in this answer only; the store keeps its
 // sha256.
 func (s *Server) handleCreateKey(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.apiTenantID(w, r)
+	id, fields, ok := s.apiTenantChange(w, r)
 	if !ok {
-		return
-	}
-	fields, aerr := readAdminObject(r)
-	if aerr != nil {
-		writeError(w, aerr)
 		return
 	}
 	k, aerr := s.createKey(r.Context(), r.RemoteAddr, id, fields)
@@ -124,7 +111,7 @@ func (s *Server) createKey(ctx context.Context, remote, id string, fields map[st
 	}
 	keyID, key := newKey()
 	k := tenantstore.Key{
-		ID: keyID, Name: req.Name, SHA256: tenant.HashKey(key), Prefix: key[:keyShown],
+		ID: keyID, Name: req.Name, SHA256: tenant.HashKey(key), Prefix: tenant.ShownPrefix(key),
 		CreatedAt: s.now().UTC().Truncate(time.Second), ExpiresAt: req.ExpiresAt,
 	}
 	if _, aerr := s.apply(ctx, tenantstore.KeyCreated{Tenant: id, Key: k}, remote); aerr != nil {
@@ -179,7 +166,7 @@ func (s *Server) handleListKeys(w http.ResponseWriter, r *http.Request) {
 }
 
 // listKeys is API tenant id's keys, never a key or its hash.
-func (s *Server) listKeys(ctx context.Context, id string) ([]keyJSON, *apiError) {
+func (s *Server) listKeys(ctx context.Context, id string) ([]KeyListing, *apiError) {
 	if aerr := s.refuseFileTenant(id); aerr != nil {
 		return nil, aerr
 	}
@@ -200,9 +187,9 @@ func (s *Server) listKeys(ctx context.Context, id string) ([]keyJSON, *apiError)
 			used[kid] = u.At
 		}
 	}
-	out := make([]keyJSON, 0, len(t.Keys))
+	out := make([]KeyListing, 0, len(t.Keys))
 	for _, k := range t.Keys {
-		kj := keyJSON{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt}
+		kj := KeyListing{ID: k.ID, Name: k.Name, Prefix: k.Prefix, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt}
 		if at, ok := used[k.ID]; ok {
 			// Uses are kept to the minute, so a key used in the minute it
 			// was made would read as used before it existed: it was used

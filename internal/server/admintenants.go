@@ -439,6 +439,21 @@ func (s *Server) apiTenantID(w http.ResponseWriter, r *http.Request) (string, bo
 	return id, true
 }
 
+// apiTenantChange is the {id} and the JSON object body of an admin
+// request that changes an API tenant or adds to it; ok is false when
+// either was refused, the error already answered.
+func (s *Server) apiTenantChange(w http.ResponseWriter, r *http.Request) (id string, fields map[string]json.RawMessage, ok bool) {
+	if id, ok = s.apiTenantID(w, r); !ok {
+		return "", nil, false
+	}
+	fields, aerr := readAdminObject(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return "", nil, false
+	}
+	return id, fields, true
+}
+
 // refuseFileTenant refuses a change to a tenant of the tenants file.
 func (s *Server) refuseFileTenant(id string) *apiError {
 	if _, ok := s.fileTenant(id); ok {
@@ -450,13 +465,8 @@ func (s *Server) refuseFileTenant(id string) *apiError {
 // handlePatchTenant applies a JSON merge patch to an API tenant's policy,
 // on the store's latest version.
 func (s *Server) handlePatchTenant(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.apiTenantID(w, r)
+	id, fields, ok := s.apiTenantChange(w, r)
 	if !ok {
-		return
-	}
-	fields, aerr := readAdminObject(r)
-	if aerr != nil {
-		writeError(w, aerr)
 		return
 	}
 	t, aerr := s.patchTenant(r.Context(), r.RemoteAddr, id, fields)

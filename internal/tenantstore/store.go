@@ -40,8 +40,8 @@ type Key struct {
 	Name string `json:"name,omitempty"`
 	// SHA256 is the hex digest of the key, what authentication compares.
 	SHA256 string `json:"sha256"`
-	// Prefix is the key's first 12 characters, so people can tell keys
-	// apart without the key.
+	// Prefix is the key's first 12 characters (tenant.ShownPrefix), so
+	// people can tell keys apart without the key.
 	Prefix    string     `json:"prefix"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
