@@ -174,9 +174,18 @@ func TestMakeTestInstallsFirstAndIsStrict(t *testing.T) {
 		Missing(t, "make", "")
 		return
 	}
-	cmd := exec.Command(mk, "-n", "test")
+	cmd := exec.Command(mk, "-n", "--no-print-directory", "test")
 	cmd.Dir = "../.."
-	cmd.Env = append(os.Environ(), "GO=go")
+	// Run under make test itself, this make would be a sub-make: without
+	// the parent's variables it prints only its own recipe.
+	for _, kv := range os.Environ() {
+		switch name, _, _ := strings.Cut(kv, "="); name {
+		case "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES":
+		default:
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "GO=go")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("make -n test: %v", err)
