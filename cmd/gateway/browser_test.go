@@ -308,7 +308,14 @@ var noRedirects = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*h
 
 func consoleDo(t *testing.T, req *http.Request) (*http.Response, string) {
 	t.Helper()
-	resp, err := noRedirects.Do(req)
+	return doWith(t, noRedirects, req)
+}
+
+// doWith sends req with c and reads the whole answer (the body closed);
+// a failed send fails the test.
+func doWith(t *testing.T, c *http.Client, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

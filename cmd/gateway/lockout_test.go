@@ -40,21 +40,8 @@ type tokenAnswer struct {
 
 func send(t *testing.T, c *http.Client, req *http.Request) tokenAnswer {
 	t.Helper()
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	return tokenAnswer{resp.StatusCode, resp.Header, b.String()}
+	resp, body := doWith(t, c, req)
+	return tokenAnswer{resp.StatusCode, resp.Header, body}
 }
 
 // bearerAt sends GET base+path with the admin bearer token.

@@ -55,24 +55,8 @@ func TestMirrorLoadOlderThanOwnChangeIsDropped(t *testing.T) {
 // replaces what this instance holds, and the changes made afterwards, its
 // own included, take effect at once; they are not dropped as older.
 func TestMirrorLoadOfALostHistoryReplaces(t *testing.T) {
-	file, err := tenant.NewRegistry(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{log: slog.New(slog.DiscardHandler)}
-	s.sources.file = file
-	s.sources.parse = func([]byte) (tenant.Policy, error) { return tenant.Policy{MaxLeaders: 1}, nil }
-	withKey := func(id string, version int64, key string) tenantstore.Tenant {
-		t := tenantstore.Tenant{ID: id, Version: version, Policy: []byte(`{}`)}
-		if key != "" {
-			t.Keys = []tenantstore.Key{{ID: "key_" + id, SHA256: tenant.HashKey(key)}}
-		}
-		return t
-	}
-	live := func(key string) bool {
-		_, ok := s.tenants.Load().Authenticate(key)
-		return ok
-	}
+	s, live := mirrorTestServer(t, nil)
+	withKey := storedWithKey
 	s.SetAPITenants(loadAt(7, []tenantstore.Tenant{withKey("lost", 7, "sk-corral-lost")}))
 
 	// A FLUSHALL: the new epoch's first load holds one change.
@@ -254,25 +238,9 @@ func (r *revisionStore) Revision(context.Context) (tenantstore.Revision, error) 
 // revision passed 8. A load older than what this instance holds is taken
 // once the store itself is behind it: the store lost those changes.
 func TestMirrorLoadAfterOwnChangesWereLost(t *testing.T) {
-	file, err := tenant.NewRegistry(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := &revisionStore{}
-	s := &Server{log: slog.New(slog.DiscardHandler)}
-	s.sources.file, s.sources.store = file, store
-	s.sources.parse = func([]byte) (tenant.Policy, error) { return tenant.Policy{MaxLeaders: 1}, nil }
-	withKey := func(id string, version int64, key string) tenantstore.Tenant {
-		t := tenantstore.Tenant{ID: id, Version: version, Policy: []byte(`{}`)}
-		if key != "" {
-			t.Keys = []tenantstore.Key{{ID: "key_" + id, SHA256: tenant.HashKey(key)}}
-		}
-		return t
-	}
-	live := func(key string) bool {
-		_, ok := s.tenants.Load().Authenticate(key)
-		return ok
-	}
+	s, live := mirrorTestServer(t, store)
+	withKey := storedWithKey
 	s.SetAPITenants(loadAt(5, []tenantstore.Tenant{withKey("doomed", 5, "sk-corral-doomed")}))
 	made := withKey("mine", 8, "sk-corral-mine")
 	s.setAPITenant("mine", &made, revAt(8)) // this instance's change, lost in the failover
@@ -295,4 +263,31 @@ func TestMirrorLoadAfterOwnChangesWereLost(t *testing.T) {
 	if live("sk-corral-mine") {
 		t.Fatal("a key the store lost in the failover still authenticates here")
 	}
+}
+
+// mirrorTestServer is a Server holding only a tenant registry with no file
+// tenants (store, when set, answers its tenant store's reads), and live
+// reports whether a key authenticates in its registry.
+func mirrorTestServer(t *testing.T, store tenantstore.Store) (*Server, func(key string) bool) {
+	t.Helper()
+	file, err := tenant.NewRegistry(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{log: slog.New(slog.DiscardHandler)}
+	s.sources.file, s.sources.store = file, store
+	s.sources.parse = func([]byte) (tenant.Policy, error) { return tenant.Policy{MaxLeaders: 1}, nil }
+	return s, func(key string) bool {
+		_, ok := s.tenants.Load().Authenticate(key)
+		return ok
+	}
+}
+
+// storedWithKey is stored tenant id at version, holding key ("": none).
+func storedWithKey(id string, version int64, key string) tenantstore.Tenant {
+	t := tenantstore.Tenant{ID: id, Version: version, Policy: []byte(`{}`)}
+	if key != "" {
+		t.Keys = []tenantstore.Key{{ID: "key_" + id, SHA256: tenant.HashKey(key)}}
+	}
+	return t
 }
