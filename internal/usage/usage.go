@@ -57,22 +57,13 @@ type ModelCounters struct {
 	SavedNanos    int64
 }
 
-func (m *ModelCounters) add(o ModelCounters) { addFields(m.fields(), o.fields()) }
-
-// counterField is one counter of Counters or ModelCounters and the suffix
-// of its Redis hash field.
-type counterField struct {
-	name string
-	v    *int64
-}
-
-// addFields adds each of src's figures to dst's (the same type's fields,
-// in the same order) within [0, MaxFigure]: fields() is the one list of a
-// type's counters, so a counter added there is summed too.
-func addFields(dst, src []counterField) {
-	for i, f := range dst {
-		sat(f.v, *src[i].v)
-	}
+func (m *ModelCounters) add(o ModelCounters) {
+	sat(&m.Requests, o.Requests)
+	sat(&m.UpstreamCalls, o.UpstreamCalls)
+	sat(&m.InputTokens, o.InputTokens)
+	sat(&m.OutputTokens, o.OutputTokens)
+	sat(&m.CostNanos, o.CostNanos)
+	sat(&m.SavedNanos, o.SavedNanos)
 }
 
 // MaxFigure bounds every counter and every increment (2^53, what a JSON
@@ -89,8 +80,14 @@ func clamp(n int64) int64 { return min(max(n, 0), MaxFigure) }
 
 // modelFields maps ModelCounters to the suffixes of their Redis hash
 // fields ("model:<name>:<suffix>").
-func (m *ModelCounters) fields() []counterField {
-	return []counterField{
+func (m *ModelCounters) fields() []struct {
+	name string
+	v    *int64
+} {
+	return []struct {
+		name string
+		v    *int64
+	}{
 		{"requests", &m.Requests}, {"upstream_calls", &m.UpstreamCalls}, {"input_tokens", &m.InputTokens},
 		{"output_tokens", &m.OutputTokens}, {"cost_nanos", &m.CostNanos}, {"saved_nanos", &m.SavedNanos},
 	}
@@ -100,7 +97,18 @@ func (m *ModelCounters) fields() []counterField {
 const modelFieldPrefix = "model:"
 
 func (c *Counters) add(o Counters) {
-	addFields(c.fields(), o.fields())
+	sat(&c.Requests, o.Requests)
+	sat(&c.Hits, o.Hits)
+	sat(&c.Coalesced, o.Coalesced)
+	sat(&c.Negative, o.Negative)
+	sat(&c.Stale, o.Stale)
+	sat(&c.Bypass, o.Bypass)
+	sat(&c.UpstreamCalls, o.UpstreamCalls)
+	sat(&c.TokensUsed, o.TokensUsed)
+	sat(&c.TokensSaved, o.TokensSaved)
+	sat(&c.CostNanos, o.CostNanos)
+	sat(&c.SavedNanos, o.SavedNanos)
+	sat(&c.UnpricedCalls, o.UnpricedCalls)
 	for name, m := range o.ByModel {
 		if c.ByModel == nil {
 			c.ByModel = make(map[string]ModelCounters, len(o.ByModel))
@@ -112,8 +120,14 @@ func (c *Counters) add(o Counters) {
 }
 
 // fields maps Counters to Redis hash fields, one place for both directions.
-func (c *Counters) fields() []counterField {
-	return []counterField{
+func (c *Counters) fields() []struct {
+	name string
+	v    *int64
+} {
+	return []struct {
+		name string
+		v    *int64
+	}{
 		{"requests", &c.Requests}, {"hits", &c.Hits}, {"coalesced", &c.Coalesced}, {"negative", &c.Negative}, {"stale", &c.Stale},
 		{"bypass", &c.Bypass}, {"upstream_calls", &c.UpstreamCalls}, {"tokens_used", &c.TokensUsed}, {"tokens_saved", &c.TokensSaved},
 		{"cost_nanos", &c.CostNanos}, {"saved_nanos", &c.SavedNanos}, {"unpriced_calls", &c.UnpricedCalls},
