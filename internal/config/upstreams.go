@@ -9,6 +9,8 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/goccy/go-yaml"
 )
 
 // UpstreamsFile is the parsed upstreams file (CORRAL_UPSTREAMS_FILE).
@@ -40,7 +42,25 @@ type UpstreamSpec struct {
 	Timeout *Duration `yaml:"timeout"`
 	// Headers are extra headers sent upstream.
 	Headers map[string]string `yaml:"headers"`
+	// Provider is who runs the API: openai (api openai's default),
+	// anthropic (api anthropic's default), azure, bedrock or vertex.
+	Provider string `yaml:"provider"`
+	// Region is the cloud region (bedrock, vertex).
+	Region string `yaml:"region"`
+	// Project is the Google Cloud project (vertex).
+	Project string `yaml:"project"`
+	// APIVersion set on an azure upstream selects Azure's classic API
+	// ({url}/deployments/{id}/<path>?api-version=...).
+	APIVersion string `yaml:"api_version"`
+	// Aliases map client model globs to the provider's model id, in order;
+	// the first match wins.
+	Aliases yaml.MapSlice `yaml:"aliases"`
 }
+
+// Alias maps the client model names Glob matches to a provider's model
+// id (an Azure deployment, a Bedrock model or inference profile id, a
+// Vertex model version).
+type Alias struct{ Glob, ID string }
 
 // Upstream is one validated upstream, ready to build a client from. Its
 // key is read from the environment at load time; it is never logged.
@@ -51,12 +71,21 @@ type Upstream struct {
 	Priority, Weight     int
 	Timeout              Duration
 	Headers              map[string]string
+	// Provider is never empty: openai, anthropic, azure, bedrock or vertex.
+	Provider        string
+	Region, Project string
+	APIVersion      string
+	Aliases         []Alias
 }
 
 // Default upstream values.
 const (
 	APIOpenAI    = "openai"
 	APIAnthropic = "anthropic"
+	// The cloud providers (the provider field).
+	ProviderAzure   = "azure"
+	ProviderBedrock = "bedrock"
+	ProviderVertex  = "vertex"
 	// DefaultUpstream names the one upstream Corral has without a file.
 	DefaultUpstream = "default"
 )
@@ -102,9 +131,6 @@ func ParseUpstreams(name string, data []byte, getenv func(string) (string, bool)
 		default:
 			names[u.Name] = i + 1
 		}
-		if pu, err := url.Parse(u.URL); err != nil || pu.Host == "" || (pu.Scheme != "http" && pu.Scheme != "https") || pu.User != nil {
-			v.fail(at+".url", at+".url", "must be an http(s) base URL such as https://api.openai.com/v1, with no credentials in it")
-		}
 		switch u.API {
 		case "":
 			up.API = APIOpenAI
@@ -112,15 +138,11 @@ func ParseUpstreams(name string, data []byte, getenv func(string) (string, bool)
 		default:
 			v.fail(at+".api", at+".api", "bad api %q: must be openai or anthropic", u.API)
 		}
-		switch u.Auth {
-		case "":
-			up.Auth = "bearer"
-			if up.API == APIAnthropic {
-				up.Auth = "x-api-key"
+		v.provider(at, u, &up)
+		if up.URL != "" {
+			if pu, err := url.Parse(up.URL); err != nil || pu.Host == "" || (pu.Scheme != "http" && pu.Scheme != "https") || pu.User != nil {
+				v.fail(at+".url", at+".url", "must be an http(s) base URL such as https://api.openai.com/v1, with no credentials in it")
 			}
-		case "bearer", "api-key", "x-api-key":
-		default:
-			v.fail(at+".auth", at+".auth", "bad auth %q: must be bearer, api-key or x-api-key", u.Auth)
 		}
 		if u.APIKeyEnv != "" {
 			key, ok := getenv(u.APIKeyEnv)
@@ -128,6 +150,13 @@ func ParseUpstreams(name string, data []byte, getenv func(string) (string, bool)
 				v.fail(at+".api_key_env", at+".api_key_env", "the environment variable %s is not set", u.APIKeyEnv)
 			}
 			up.APIKey = key
+		}
+		v.aliases(at, u.Aliases, &up)
+		if u.Models == nil && up.Aliases != nil {
+			// An upstream with aliases serves exactly its alias globs.
+			for _, a := range up.Aliases {
+				up.Models = append(up.Models, a.Glob)
+			}
 		}
 		for j, g := range u.Models {
 			if _, err := path.Match(g, ""); err != nil || g == "" {
@@ -153,7 +182,7 @@ func ParseUpstreams(name string, data []byte, getenv func(string) (string, bool)
 			switch {
 			case !headerName(h) || strings.ContainsAny(val, "\r\n\x00"):
 				v.fail(at+".headers", hat, "not a valid HTTP header")
-			case credentialHeaders[http.CanonicalHeaderKey(h)]:
+			case credentialHeaders[http.CanonicalHeaderKey(h)] || cloudHeader(h):
 				v.fail(at+".headers", hat, "credentials go in api_key_env, never in the file")
 			case strings.HasPrefix(http.CanonicalHeaderKey(h), "X-Corral-"):
 				v.fail(at+".headers", hat, "X-Corral-* headers are Corral's own")

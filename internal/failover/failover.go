@@ -42,6 +42,24 @@ type Doer interface {
 
 var _ Doer = (*upstream.Client)(nil)
 
+// Scoped is a Doer that serves only some of its API's endpoints: a cloud's
+// runtime API (Bedrock, Vertex AI) serves model calls and keeps no stored
+// objects. The router passes over it for every other path, so such a call
+// goes to an upstream that serves it or to none (ErrNotServed); it is
+// never sent where it cannot be answered.
+type Scoped interface {
+	// Serves reports whether the upstream answers method on path (below
+	// /v1, e.g. "/messages").
+	Serves(method, path string) bool
+}
+
+// serves reports whether d answers method on path: any Doer that is not
+// Scoped serves every path of its API.
+func serves(d Doer, method, path string) bool {
+	s, ok := d.(Scoped)
+	return !ok || s.Serves(method, path)
+}
+
 // Set is one generation of upstreams: the routing pool and a client per
 // member name. A reload swaps in a new Set; calls already running finish
 // on the Set they started with.
@@ -111,6 +129,11 @@ func (r *Router) Current() *Set { return r.set.Load() }
 // ErrNoRoute means no upstream serves the model on the API at all.
 var ErrNoRoute = errors.New("failover: no upstream serves this model")
 
+// ErrNotServed means upstreams serve the model on the API, but none of
+// them serves the request's endpoint: a stored object, or an endpoint a
+// cloud's runtime API does not have.
+var ErrNotServed = errors.New("failover: no upstream serves this endpoint")
+
 // ErrNoneAvailable means upstreams serve the model but none may take a
 // call now (every one cooling down or with its circuit open).
 var ErrNoneAvailable = errors.New("failover: every upstream for this model is cooling down or has its circuit open")
@@ -127,6 +150,11 @@ func (r *Router) Do(ctx context.Context, api, model string, req upstream.Request
 	if !matched {
 		return nil, ErrNoRoute
 	}
+	cands, matched = servedBy(set, cands, api, model, req)
+	if !matched {
+		return nil, ErrNotServed
+	}
+	req.Model = model
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	var lastErr error = ErrNoneAvailable
 	var last *http.Response
@@ -171,6 +199,35 @@ func (r *Router) Do(ctx context.Context, api, model string, req upstream.Request
 	}
 	cancel()
 	return nil, lastErr
+}
+
+// servedBy keeps the candidates whose Doer serves req's method and path.
+// ok is false when no upstream serving model on api serves the path at
+// all, available now or not (the pool's slice is shared: it is copied only
+// when one is dropped).
+func servedBy(set *Set, cands []*pool.Member, api, model string, req upstream.Request) (kept []*pool.Member, ok bool) {
+	for i, m := range cands {
+		if serves(set.Clients[m.Name], req.Method, req.Path) {
+			continue
+		}
+		kept = make([]*pool.Member, i, len(cands))
+		copy(kept, cands[:i])
+		for _, m := range cands[i+1:] {
+			if serves(set.Clients[m.Name], req.Method, req.Path) {
+				kept = append(kept, m)
+			}
+		}
+		if len(kept) > 0 {
+			return kept, true
+		}
+		for _, m := range set.Pool.Members() {
+			if m.Serves(api, model) && serves(set.Clients[m.Name], req.Method, req.Path) {
+				return kept, true // it serves the path but may not take a call now
+			}
+		}
+		return kept, false
+	}
+	return cands, true
 }
 
 // DoAt sends req to the upstream called name only: a follow-up on an
@@ -243,13 +300,15 @@ func (r *Router) CanTake(api, model string) bool {
 }
 
 // Primary names the first upstream of api by priority (configured order
-// among equals): where lists of stored objects are read, so pages follow
-// one another on one upstream.
-func (r *Router) Primary(api string) string {
+// among equals) that serves a GET of path: where lists of stored objects
+// are read, so pages follow one another on one upstream. "" when none
+// does.
+func (r *Router) Primary(api, path string) string {
+	set := r.set.Load()
 	best := -1
 	name := ""
-	for _, m := range r.set.Load().Pool.Members() {
-		if m.API == api && (best < 0 || m.Priority < best) {
+	for _, m := range set.Pool.Members() {
+		if m.API == api && (best < 0 || m.Priority < best) && serves(set.Clients[m.Name], http.MethodGet, path) {
 			best, name = m.Priority, m.Name
 		}
 	}

@@ -83,6 +83,9 @@ var (
 	errClientClosed = clientError(499, "client_closed_request", "The client closed the request.")
 	// errNoUpstreamForModel answers a model no configured upstream serves.
 	errNoUpstreamForModel = clientError(http.StatusNotFound, "model_not_found", "The model is not served by any upstream of this gateway.").withParam("model")
+	// errNotServed: the upstreams of the API (clouds' runtime APIs) do not
+	// serve this endpoint, stored objects included; nothing was sent.
+	errNotServed = clientError(http.StatusNotFound, "not_found", "No upstream of this gateway serves this endpoint.")
 
 	errInternal         = serverError(http.StatusInternalServerError, "internal_error", "Corral hit an internal error; the request id identifies it in the gateway's logs.")
 	errUpstreamAuth     = serverError(http.StatusBadGateway, "upstream_auth_error", "The upstream provider rejected the gateway's credentials. This is a gateway configuration problem, not your API key.")
@@ -148,6 +151,8 @@ func statusError(err error) *apiError {
 		return errTooLarge
 	case errors.Is(err, failover.ErrNoRoute):
 		return errNoUpstreamForModel
+	case errors.Is(err, failover.ErrNotServed):
+		return errNotServed
 	case errors.Is(err, failover.ErrNoneAvailable):
 		return errNoUpstreamAvailable
 	}

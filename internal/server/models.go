@@ -44,7 +44,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 // list of the first anthropic upstream.
 func (s *Server) anthropicModels(w http.ResponseWriter, r *http.Request, t *tenant.Tenant) {
 	if t.Models == nil {
-		pin := s.up.Primary(apiAnthropic)
+		pin := s.up.Primary(apiAnthropic, "/models")
 		if pin == "" {
 			writeError(w, errNoAnthropicUpstream)
 			return

@@ -117,7 +117,11 @@ func (s *Server) handleProxy(w http.ResponseWriter, r *http.Request) {
 	}
 	rt := route{pin: pin, api: api, model: model}
 	if acc.Op == objects.List && pin == "" {
-		rt.pin = s.up.Primary(api) // every page of a list from one upstream
+		rt.pin = s.up.Primary(api, rel) // every page of a list from one upstream
+		if rt.pin == "" {
+			writeError(w, errNotServed)
+			return
+		}
 	}
 	if acc.Op == objects.Create && (acc.Kind == "batch" || acc.Kind == "message_batch") {
 		if !s.admitBatch(w, r, t, rt, acc, req.Body) {

@@ -24,8 +24,9 @@ type Upstreams interface {
 	DoAt(ctx context.Context, name string, req upstream.Request) (*http.Response, error)
 	// Names lists the upstreams in use.
 	Names() []string
-	// Primary names the first upstream of an API by priority.
-	Primary(api string) string
+	// Primary names the first upstream of an API by priority that serves
+	// a GET of path ("" when none does).
+	Primary(api, path string) string
 	// CanTake reports whether Do would find an upstream for a model now.
 	CanTake(api, model string) bool
 }

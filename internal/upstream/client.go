@@ -46,6 +46,21 @@ type Options struct {
 	// client wrote, often user or account data, and the upstreams are
 	// shared third parties.
 	ForwardBaggage bool
+	// Authorizer, when set, adds credentials to every request after its
+	// headers are final (a cloud's SigV4 signature or OAuth token); the
+	// static APIKey is then usually empty.
+	Authorizer Authorizer
+}
+
+// Authorizer adds a cloud's credentials to an outgoing request: a SigV4
+// signature (which covers the URL, the headers set so far and the body's
+// hash) or a short-lived bearer token its library refreshes before it
+// expires. body is the request's body (nil for a streamed one). An error
+// means the credentials could not be had: the call fails as a connection
+// failure of that upstream, which fails over. Its text must name no
+// secret.
+type Authorizer interface {
+	Authorize(ctx context.Context, r *http.Request, body []byte) error
 }
 
 // Client calls the upstream. It is safe for concurrent use.
@@ -58,6 +73,7 @@ type Client struct {
 	hc       *http.Client
 	baggage  bool                          // forward the client's baggage
 	prop     propagation.TextMapPropagator // what an attempt's span context is sent as
+	authz    Authorizer                    // a cloud's credentials; nil sends auth only
 }
 
 // New returns a client for opts.
@@ -67,7 +83,7 @@ func New(opts Options) (*Client, error) {
 		return nil, fmt.Errorf("upstream: base URL %q must be an http(s) URL", redact.URL(opts.BaseURL))
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
-	c := &Client{base: u, timeout: opts.Timeout, baggage: opts.ForwardBaggage, prop: propagation.TraceContext{}}
+	c := &Client{base: u, timeout: opts.Timeout, baggage: opts.ForwardBaggage, prop: propagation.TraceContext{}, authz: opts.Authorizer}
 	if c.baggage {
 		c.prop = telemetry.Propagator
 	}
@@ -108,8 +124,15 @@ func New(opts Options) (*Client, error) {
 type Request struct {
 	Method string
 	// Path is the client's path below /v1, e.g. "/chat/completions".
-	Path     string
+	Path string
+	// RawPath, when set, is Path as sent, escaped (a cloud's model id in
+	// the path may hold '/' or ':'); see url.URL.RawPath.
+	RawPath  string
 	RawQuery string
+	// Model is the model the router chose the upstream for ("" when the
+	// call was routed by name or names no model). It is never sent: a
+	// cloud's envelope reads it to find the provider's model id.
+	Model string
 	// Header is the client's request header; Do forwards only what is safe
 	// (see forwardHeader).
 	Header http.Header
@@ -151,6 +174,9 @@ func (c *Client) Do(ctx context.Context, req Request) (*http.Response, error) {
 func (c *Client) send(ctx context.Context, req Request) (*http.Response, error) {
 	u := *c.base
 	u.Path = c.base.Path + req.Path
+	if req.RawPath != "" {
+		u.RawPath = c.base.EscapedPath() + req.RawPath
+	}
 	// A base URL's own query (Azure's ?api-version=) is kept, the
 	// request's appended to it.
 	switch {
@@ -189,6 +215,15 @@ func (c *Client) send(ctx context.Context, req Request) (*http.Response, error) 
 	// Baggage the server read from the client goes on only as
 	// ForwardBaggage says.
 	c.prop.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
+	if c.authz != nil {
+		// Last: a signature covers every header set above.
+		if err := c.authz.Authorize(ctx, hreq, req.Body); err != nil {
+			if ctx.Err() != nil {
+				return nil, err // classify names the timeout or the caller's leaving
+			}
+			return nil, &Error{Kind: Connect, Err: fmt.Errorf("credentials: %w", err)}
+		}
+	}
 	return c.hc.Do(hreq)
 }
 
