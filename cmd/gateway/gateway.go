@@ -173,9 +173,13 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		})
 		log.Info("tracing on", slog.String("protocol", tp.Protocol), slog.String("endpoint", redact.URL(tp.Endpoint)))
 	}
-	router, reloadUpstreams, err := newRouter(cfg, getenv, m, tracer, log, o.Demo)
+	cl := &clouds{}
+	router, reloadUpstreams, err := newRouter(cfg, getenv, cl, m, tracer, log, o.Demo)
 	if err != nil {
 		return nil, err
+	}
+	if o.CheckUpstream {
+		gw.closers = append(gw.closers, cl.check(ctx, log))
 	}
 	m.KnownModels(knownModels(router, allowed))
 	catalog, err := loadPrices(cfg, o.Demo)

@@ -18,7 +18,7 @@ import (
 // upstreamSet builds one generation of upstreams from the upstreams file
 // (CORRAL_UPSTREAMS_FILE), reading each key from getenv. A file that does
 // not validate is an error naming file, line and field.
-func upstreamSet(cfg config.Config, getenv func(string) (string, bool)) (*failover.Set, []config.Upstream, error) {
+func upstreamSet(cfg config.Config, getenv func(string) (string, bool), cl *clouds) (*failover.Set, []config.Upstream, error) {
 	ups, err := config.LoadUpstreams(cfg.UpstreamsFile, getenv)
 	if err != nil {
 		return nil, nil, err
@@ -30,11 +30,11 @@ func upstreamSet(cfg config.Config, getenv func(string) (string, bool)) (*failov
 		if u.Timeout.Duration > 0 {
 			timeout = u.Timeout.Duration
 		}
-		c, err := upstream.New(upstream.Options{BaseURL: u.URL, APIKey: u.APIKey, Auth: u.Auth, Headers: u.Headers, Timeout: timeout, ForwardBaggage: cfg.ForwardBaggage})
+		c, err := cl.doer(cfg, u, timeout)
 		if err != nil {
 			return nil, nil, fmt.Errorf("upstreams file %s: %s: %w", cfg.UpstreamsFile, u.Name, err)
 		}
-		members = append(members, &pool.Member{Name: u.Name, API: u.API, Models: u.Models, Priority: u.Priority, Weight: u.Weight})
+		members = append(members, &pool.Member{Name: u.Name, API: u.API, Provider: u.Provider, Models: u.Models, Priority: u.Priority, Weight: u.Weight})
 		clients[u.Name] = c
 	}
 	return &failover.Set{Pool: pool.New(members, pool.Options{}), Clients: clients}, ups, nil
@@ -43,7 +43,7 @@ func upstreamSet(cfg config.Config, getenv func(string) (string, bool)) (*failov
 // newRouter routes over the upstreams file's upstreams, or over the one
 // default upstream of CORRAL_UPSTREAM_URL when there is no file. reload
 // re-reads the file (nil without one).
-func newRouter(cfg config.Config, getenv func(string) (string, bool), m *metrics.Metrics, tracer trace.Tracer, log *slog.Logger, demo bool) (r *failover.Router, reload func() (*failover.Set, error), err error) {
+func newRouter(cfg config.Config, getenv func(string) (string, bool), cl *clouds, m *metrics.Metrics, tracer trace.Tracer, log *slog.Logger, demo bool) (r *failover.Router, reload func() (*failover.Set, error), err error) {
 	opts := failover.Options{Timeout: cfg.UpstreamTimeout, Observer: m, Tracer: tracer}
 	if demo {
 		// The mock model speaks both APIs: one upstream for each.
@@ -65,7 +65,7 @@ func newRouter(cfg config.Config, getenv func(string) (string, bool), m *metrics
 	if _, set := getenv("CORRAL_UPSTREAM_URL"); set || cfg.UpstreamAPIKey != "" {
 		log.Warn("CORRAL_UPSTREAMS_FILE is set: CORRAL_UPSTREAM_URL and CORRAL_UPSTREAM_API_KEY are ignored")
 	}
-	set, ups, err := upstreamSet(cfg, getenv)
+	set, ups, err := upstreamSet(cfg, getenv, cl)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -81,7 +81,7 @@ func newRouter(cfg config.Config, getenv func(string) (string, bool), m *metrics
 		return out
 	})
 	reload = func() (*failover.Set, error) {
-		set, ups, err := upstreamSet(cfg, getenv)
+		set, ups, err := upstreamSet(cfg, getenv, cl)
 		if err == nil {
 			logUpstreams(log, ups)
 		}
@@ -93,7 +93,7 @@ func newRouter(cfg config.Config, getenv func(string) (string, bool), m *metrics
 // logUpstreams names the configured upstreams, never their keys.
 func logUpstreams(log *slog.Logger, ups []config.Upstream) {
 	for _, u := range ups {
-		log.Info("upstream", slog.String("name", u.Name), slog.String("api", u.API),
+		log.Info("upstream", slog.String("name", u.Name), slog.String("api", u.API), slog.String("provider", u.Provider),
 			slog.String("url", redact.URL(u.URL)), slog.Int("priority", u.Priority), slog.Int("weight", u.Weight),
 			slog.Bool("key", u.APIKey != ""))
 	}

@@ -43,6 +43,9 @@ type Member struct {
 	Name string
 	// API is "openai" or "anthropic".
 	API string
+	// Provider runs it: openai, anthropic, azure, bedrock or vertex ("" is
+	// the API's own).
+	Provider string
 	// Models are globs (path.Match syntax) of the models it serves; nil
 	// serves every model.
 	Models []string
