@@ -191,3 +191,73 @@ func TestPinnedSuccessDoesNotCloseTheCircuit(t *testing.T) {
 		t.Errorf("after a good probe: %v; want closed", got)
 	}
 }
+
+// An upstream that refuses Corral's own credentials (401, 403) answers
+// each call with that status (the server makes it a 502), and its refusals
+// count toward the circuit as failures do: after FailuresToOpen of them it
+// takes no more calls until its open period is over.
+func TestCredentialRefusalsOpenTheCircuit(t *testing.T) {
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		up := newSlowModel(t)
+		up.status.Store(int64(status))
+		var clock testClock
+		r, m := lone(t, up.srv.URL+"/v1", time.Second, &clock)
+		for i := range pool.FailuresToOpen {
+			resp, err := ask(r, "t", "hello")
+			if err != nil || resp.StatusCode != status {
+				t.Fatalf("%d: call %d: %v %v; want the upstream's %d as the answer", status, i, resp, err, status)
+			}
+		}
+		if got := m.State(clock.now()); got != pool.Open {
+			t.Fatalf("%d: after %d refusals the circuit is %v; want open", status, pool.FailuresToOpen, got)
+		}
+		if _, err := ask(r, "t", "hello"); !errors.Is(err, ErrNoneAvailable) || up.calls.Load() != pool.FailuresToOpen {
+			t.Errorf("%d: with the circuit open: %v after %d calls; want ErrNoneAvailable and no call", status, err, up.calls.Load())
+		}
+	}
+}
+
+// A Scoped upstream is passed over for the endpoints it does not serve: a
+// stored-object call goes to the upstream that serves it, and with none
+// the call is ErrNotServed and nothing is sent.
+func TestScopedUpstreamPassedOverForEndpointsItDoesNotServe(t *testing.T) {
+	cloud, plain := newSlowModel(t), newSlowModel(t)
+	mk := func(url string) *upstream.Client {
+		c, err := upstream.New(upstream.Options{BaseURL: url + "/v1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ms := []*pool.Member{{Name: "cloud", API: "openai", Weight: 1}, {Name: "plain", API: "openai", Weight: 1, Priority: 1}}
+	r := New(&Set{Pool: pool.New(ms, pool.Options{Seed: 1}), Clients: map[string]Doer{
+		"cloud": chatOnly{mk(cloud.srv.URL)}, "plain": mk(plain.srv.URL)}}, Options{})
+	do := func(path string) error {
+		resp, err := r.Do(context.Background(), "openai", "", upstream.Request{Method: "GET", Path: path})
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	if err := do("/files"); err != nil || cloud.calls.Load() != 0 || plain.calls.Load() != 1 {
+		t.Fatalf("GET /files: %v; calls cloud %d plain %d; want it at plain only", err, cloud.calls.Load(), plain.calls.Load())
+	}
+	if got := r.Primary("openai", "/files"); got != "plain" {
+		t.Errorf("Primary for /files = %q; want plain", got)
+	}
+	if err := do("/chat/completions"); err != nil || cloud.calls.Load() != 1 {
+		t.Errorf("chat: %v; cloud calls %d; want the cloud first", err, cloud.calls.Load())
+	}
+	r2 := New(&Set{Pool: pool.New(ms[:1], pool.Options{}), Clients: map[string]Doer{"cloud": chatOnly{mk(cloud.srv.URL)}}}, Options{})
+	if _, err := r2.Do(context.Background(), "openai", "", upstream.Request{Method: "GET", Path: "/files"}); !errors.Is(err, ErrNotServed) {
+		t.Errorf("only a cloud: %v; want ErrNotServed", err)
+	}
+	if got := r2.Primary("openai", "/files"); got != "" {
+		t.Errorf("only a cloud: Primary = %q; want none", got)
+	}
+}
+
+// chatOnly serves chat completions only, as a cloud's runtime API does.
+type chatOnly struct{ Doer }
+
+func (chatOnly) Serves(_, path string) bool { return path == "/chat/completions" }

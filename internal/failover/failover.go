@@ -176,7 +176,7 @@ func (r *Router) Do(ctx context.Context, api, model string, req upstream.Request
 		resp, err := set.Clients[m.Name].Do(actx, req)
 		outcome := r.judge(set.Pool, m, pool.Call{Tenant: req.Tenant}, resp, err)
 		r.observe(m, outcome, start)
-		answer := err == nil && (outcome == "answer" || i == len(cands)-1)
+		answer := err == nil && (outcome == "answer" || outcome == "auth_error" || i == len(cands)-1)
 		span = endAttempt(span, resp, err, outcome, answer)
 		if err != nil {
 			lastErr = err
@@ -268,7 +268,7 @@ func (r *Router) observe(m *pool.Member, outcome string, start time.Time) {
 	switch outcome {
 	case "canceled":
 		return // the client left: says nothing of the upstream
-	case "error", "timeout", "retry":
+	case "error", "timeout", "retry", "auth_error":
 		m.Observe(d, true, r.now())
 	default:
 		m.Observe(d, false, r.now())
@@ -328,7 +328,8 @@ func (r *Router) Names() []string {
 // judge feeds one attempt's outcome to m's health (c says whose call it
 // was and whether it was pinned) and names it for metrics: "answer",
 // "retry" (a status that fails over), "cooldown" (a 429 that said when to
-// retry), "error", "timeout" or "canceled".
+// retry), "auth_error" (the upstream refused Corral's credentials: the
+// answer, counted against the upstream), "error", "timeout" or "canceled".
 func (r *Router) judge(p *pool.Pool, m *pool.Member, c pool.Call, resp *http.Response, err error) string {
 	if !r.passive {
 		p = nil // name the outcome, record nothing
@@ -358,6 +359,12 @@ func (r *Router) judge(p *pool.Pool, m *pool.Member, c pool.Call, resp *http.Res
 		return record(pool.Failure, "retry")
 	case Trigger(m.API, resp.StatusCode):
 		return record(pool.Failure, "retry")
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		// Corral's own credentials for this upstream were refused (an
+		// expired cloud role, a revoked key): the answer (the client gets
+		// 502), and evidence against the upstream, whose circuit opens
+		// after enough of them as for any failure.
+		return record(pool.Failure, "auth_error")
 	}
 	return record(pool.Success, "answer")
 }
