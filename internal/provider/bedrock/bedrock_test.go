@@ -1,6 +1,7 @@
 package bedrock_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -311,3 +312,66 @@ func countEvents(body string) int { return strings.Count(body, "event: ") }
 
 // countData is how many data lines body holds.
 func countData(body string) int { return strings.Count(body, "data: ") }
+
+// TestStreamNotBuffered: Do returns, and the client reads the first
+// events, while Bedrock still holds the rest of the answer; the rest
+// follows when Bedrock sends it.
+func TestStreamNotBuffered(t *testing.T) {
+	hold := make(chan struct{})
+	fake := bedrocktest.New(t, bedrocktest.Options{Reply: func(bedrocktest.Call) bedrocktest.Reply { return bedrocktest.Reply{Hold: hold} }})
+	c := newClient(t, fake, provider.Anthropic, bedrocktest.DefaultSecretAccessKey)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := c.Do(ctx, upstream.Request{Method: "POST", Path: "/messages", Header: http.Header{}, Model: "claude-sonnet-4-5",
+		Body: []byte(`{"model":"claude-sonnet-4-5","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"a b c"}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	var got []string
+	for len(got) < 3 { // message_start, content_block_start, the first delta: all Bedrock has sent
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		if ev, ok := strings.CutPrefix(line, "event: "); ok {
+			got = append(got, strings.TrimSpace(ev))
+		}
+	}
+	close(hold)
+	rest, err := io.ReadAll(r)
+	if err != nil || countEvents(string(rest)) != 8 || !strings.HasSuffix(string(rest), "}\n\n") {
+		t.Errorf("first %v; rest (%v):\n%s", got, err, rest)
+	}
+}
+
+// TestModelPath: the model id is one escaped path segment, as
+// anthropic-sdk-go sends it (':' kept, an ARN's '/' as %2F), and the
+// signature over it (escaped once more) is one the fake accepts.
+func TestModelPath(t *testing.T) {
+	tests := []struct{ give, want string }{
+		{profileID, "/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke"},
+		{"arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc123",
+			"/model/arn:aws:bedrock:us-east-1:123456789012:application-inference-profile%2Fabc123/invoke"},
+		{"anthropic.claude (v2)", "/model/anthropic.claude%20(v2)/invoke"},
+	}
+	for _, tt := range tests {
+		fake := bedrocktest.New(t, bedrocktest.Options{})
+		c, err := bedrock.New(bedrock.Options{API: provider.Anthropic, BaseURL: fake.URL, Region: bedrocktest.DefaultRegion,
+			Aliases: []provider.Alias{{Glob: "claude-x", ID: tt.give}}, Auth: "sigv4",
+			Credentials: credentials.NewStaticCredentialsProvider(bedrocktest.DefaultAccessKeyID, bedrocktest.DefaultSecretAccessKey, "")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Do(t.Context(), upstream.Request{Method: "POST", Path: "/messages", Header: http.Header{}, Model: "claude-x",
+			Body: []byte(`{"model":"claude-x","max_tokens":8,"messages":[{"role":"user","content":"x"}]}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if call := fake.Calls()[0]; resp.StatusCode != 200 || call.Path != tt.want || call.Model != tt.give {
+			t.Errorf("%s: %d, path %s (model %q); want %s", tt.give, resp.StatusCode, call.Path, call.Model, tt.want)
+		}
+	}
+}

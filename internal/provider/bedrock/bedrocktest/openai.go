@@ -13,7 +13,7 @@ import (
 // openAI answers Bedrock's OpenAI-compatible chat completions
 // (/openai/v1/chat/completions): the body's model is a Bedrock model id,
 // the answer is OpenAI's, streamed as OpenAI's SSE when "stream" is true.
-func (s *Server) openAI(w http.ResponseWriter, r *http.Request, c Call) {
+func (s *Server) openAI(w http.ResponseWriter, _ *http.Request, c Call) {
 	doc := gjson.ParseBytes(c.Body)
 	c.Model = doc.Get("model").String()
 	c.Stream = doc.Get("stream").Bool()
@@ -52,7 +52,7 @@ func (s *Server) openAI(w http.ResponseWriter, r *http.Request, c Call) {
 		w.Header().Set("Content-Type", "application/json")
 		b, _ := json.Marshal(map[string]any{"id": id, "object": "chat.completion", "created": 1767225600, "model": c.Model,
 			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text}, "finish_reason": "stop"}},
-			"usage": usage})
+			"usage":   usage})
 		_, _ = w.Write(b)
 		return
 	}
