@@ -63,6 +63,8 @@ func startBedrock(t *testing.T) *bedrockSetup {
 			switch text := string(c.Body); {
 			case strings.Contains(text, "please throttle"):
 				return bedrocktest.Reply{Exception: "throttlingException"}
+			case strings.Contains(text, "break midway"):
+				return bedrocktest.Reply{Exception: "modelStreamErrorException", ExceptionAfter: 3}
 			case strings.Contains(text, "not valid"):
 				return bedrocktest.Reply{Status: 400, Error: "ValidationException", Message: "messages: text content blocks must be non-empty"}
 			case strings.Contains(text, "live followers"):

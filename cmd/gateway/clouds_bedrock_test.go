@@ -21,7 +21,9 @@ import (
 // the client's bytes arriving as sent, one upstream call for 30
 // identical requests and for 20 identical streams (followers on other
 // instances reading it live), failover on a throttling exception before
-// the first event, Bedrock's validation error as Anthropic's 400, a
+// the first event, an exception after it as Anthropic's error event
+// ending the stream (nothing stored), Bedrock's validation error as
+// Anthropic's 400, a
 // refused signature as 502; and no AWS secret or session token in any
 // log line, answer, metric or Redis entry.
 func TestBedrockCluster(t *testing.T) {
@@ -143,6 +145,16 @@ func TestBedrockCluster(t *testing.T) {
 		}
 		if s.a.Count()-beforeA != 1 || s.b.Count()-beforeB != 1 {
 			t.Errorf("calls a %d, b %d; want 1 each", s.a.Count()-beforeA, s.b.Count()-beforeB)
+		}
+	})
+
+	t.Run("exception mid-stream ends with Anthropic's error event", func(t *testing.T) {
+		code, h, body := bedrockPost(t, s.bases[0], `{"model":"claude-sonnet-4-5","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"break midway"}]}`, nil)
+		answers = append(answers, body)
+		const end = "event: content_block_delta\ndata: {\"delta\":{\"text\":\"bedrock \",\"type\":\"text_delta\"},\"index\":0,\"type\":\"content_block_delta\"}\n\n" +
+			"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"The model stream was interrupted.\"}}\n\n"
+		if code != 200 || !strings.HasSuffix(body, end) || strings.Count(body, "event: ") != 4 || strings.Contains(h.Get("Cache-Status"), "stored") {
+			t.Errorf("%d (%s):\n%s", code, h.Get("Cache-Status"), body)
 		}
 	})
 
