@@ -23,9 +23,8 @@ import (
 // instances reading it live), failover on a throttling exception before
 // the first event, an exception after it as Anthropic's error event
 // ending the stream (nothing stored), Bedrock's validation error as
-// Anthropic's 400, a
-// refused signature as 502; and no AWS secret or session token in any
-// log line, answer, metric or Redis entry.
+// Anthropic's 400, a refused signature as 502; and no AWS secret or
+// session token in any log line, answer, metric or Redis entry.
 func TestBedrockCluster(t *testing.T) {
 	s := startBedrock(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
