@@ -65,7 +65,8 @@ func do(t *testing.T, c *bedrock.Client, path, body string, hdr http.Header) (in
 
 // TestEnvelopeBytes: Bedrock receives the client's body with exactly the
 // SDK's edits: model and stream gone, anthropic_version from the header
-// (or the default), anthropic_beta from the headers; an unknown field's
+// (or the default), anthropic_beta from the headers, user_profile_id
+// from anthropic-user-profile-id; an unknown field's
 // odd number literal and a cache_control's ttl are the client's bytes.
 // The path carries the alias's id; the headers moved into the body, and
 // the client's X-Amz-* headers, are not sent.
@@ -85,6 +86,9 @@ func TestEnvelopeBytes(t *testing.T) {
 		{"the body's own version stays", `{"anthropic_version":"bedrock-2023-05-31","model":"claude-sonnet-4-5","max_tokens":64,` + msgs + `}`,
 			http.Header{"Anthropic-Version": {"2023-06-01"}, "X-Amz-Security-Token": {"client-token"}, "X-Amzn-Bedrock-Guardrailidentifier": {"g"}},
 			`{"anthropic_version":"bedrock-2023-05-31","max_tokens":64,` + msgs + `}`},
+		{"a user profile id joins the body", `{"model":"claude-sonnet-4-5","stream":false,"max_tokens":64,` + msgs + `}`,
+			http.Header{"Anthropic-User-Profile-Id": {"prof_1"}},
+			`{"max_tokens":64,` + msgs + `,"anthropic_version":"bedrock-2023-05-31","user_profile_id":"prof_1"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,7 +104,7 @@ func TestEnvelopeBytes(t *testing.T) {
 			if call.Path != "/model/"+profileID+"/invoke" {
 				t.Errorf("path = %s", call.Path)
 			}
-			for _, k := range []string{"Anthropic-Version", "Anthropic-Beta", "X-Amzn-Bedrock-Guardrailidentifier"} {
+			for _, k := range []string{"Anthropic-Version", "Anthropic-Beta", "Anthropic-User-Profile-Id", "X-Amzn-Bedrock-Guardrailidentifier"} {
 				if v := call.Header.Get(k); v != "" {
 					t.Errorf("%s = %q sent", k, v)
 				}
