@@ -67,8 +67,8 @@ type Options struct {
 type Call struct {
 	// Path is the decoded path, EscapedPath as sent.
 	Method, Path, EscapedPath, RawQuery string
-	Header                 http.Header
-	Body                   []byte
+	Header                              http.Header
+	Body                                []byte
 }
 
 // Server is the fake resource and Entra ID.
