@@ -6,9 +6,11 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	officialopenai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -33,12 +35,19 @@ func TestAzureThroughCorral(t *testing.T) {
 	t.Run("v1", func(t *testing.T) { testAzureV1(t, bin, redistest.Start(t)) })
 	t.Run("classic", func(t *testing.T) { testAzureClassic(t, bin, redistest.Start(t)) })
 	t.Run("entra", func(t *testing.T) { testAzureEntra(t, bin, redistest.Start(t)) })
+	t.Run("entra-refresh", func(t *testing.T) { testAzureEntraRefresh(t, bin, redistest.Start(t)) })
 }
 
+// azureV1Upstream is the v1 resource with the right key, and the same
+// resource with a key it refuses for the model "badkey".
 func azureV1Upstream(fake *azuretest.Server) string {
 	return "  - name: azure-v1\n    api: openai\n    provider: azure\n    url: " + fake.V1URL() +
-		"\n    auth: api-key\n    api_key_env: AZURE_TEST_KEY\n    aliases: {\"gpt-4o*\": gpt-4o, \"ghost\": ghost-deployment}\n"
+		"\n    auth: api-key\n    api_key_env: AZURE_TEST_KEY\n    aliases: {\"gpt-4o*\": gpt-4o, \"ghost\": ghost-deployment}\n" +
+		"  - name: azure-badkey\n    api: openai\n    provider: azure\n    url: " + fake.V1URL() +
+		"\n    api_key_env: AZURE_BAD_KEY\n    aliases: {\"badkey\": gpt-4o}\n"
 }
+
+const azureBadKey = "bad-azure-key-5150"
 
 func chatBody(prompt string, stream bool) string {
 	s := ""
@@ -50,7 +59,7 @@ func chatBody(prompt string, stream bool) string {
 
 func testAzureV1(t *testing.T, bin string, rs *redistest.Server) {
 	fake := azuretest.New(t, azuretest.Options{})
-	e := newAzureEnv(t, bin, rs, fake, azureV1Upstream(fake), 3)
+	e := newAzureEnv(t, bin, rs, fake, azureV1Upstream(fake), 3, "AZURE_BAD_KEY="+azureBadKey)
 
 	// The alias replaces only the model string: every other byte arrives
 	// as the client sent it, an odd number literal and an unknown field
@@ -141,7 +150,7 @@ func testAzureV1(t *testing.T, bin string, rs *redistest.Server) {
 
 	testAzureErrors(t, e)
 	testAzureFiles(t, e, "/openai/v1/files")
-	e.checkNoSecrets(t, fake.Options().APIKey)
+	e.checkNoSecrets(t, fake.Options().APIKey, azureBadKey)
 }
 
 // testAzureErrors: Azure's errors reach the client in OpenAI's shape with
@@ -169,6 +178,11 @@ func testAzureErrors(t *testing.T, e *azureEnv) {
 	if json.Unmarshal([]byte(got), &er) != nil || code != 429 || er.Error.Code != "rate_limit_exceeded" ||
 		h.Get("Retry-After") != "7" || h.Get("Retry-After-Ms") != "7000" {
 		t.Errorf("throttled = %d %v %s", code, h, got)
+	}
+	// Azure refusing Corral's key is Corral's 502, never the client's 401.
+	code, _, got = azurePost(t, e.bases[0], "/v1/chat/completions", "sk-az-a", `{"model":"badkey","messages":[{"role":"user","content":"x"}]}`)
+	if json.Unmarshal([]byte(got), &er) != nil || code != 502 || er.Error.Code != "upstream_auth_error" {
+		t.Errorf("refused key = %d %s", code, got)
 	}
 	// x-ratelimit-* describe Corral's Azure quota: the client sees Corral's
 	// own (none here: tenant a has no limits), never Azure's zeros.
@@ -259,6 +273,32 @@ func testAzureEntra(t *testing.T, bin string, rs *redistest.Server) {
 	// One token per process (the start-up check's), reused by its calls.
 	if n := fake.TokensIssued(); n != 2 {
 		t.Errorf("tokens issued = %d; want 2, one per gateway", n)
+	}
+	e.checkNoSecrets(t, append(fake.IssuedTokens(), fake.Options().ClientSecret)...)
+}
+
+// testAzureEntraRefresh: tokens that live 5 min + 1 s are replaced a
+// second after issue (the 5 minutes before expiry MSAL and Corral keep);
+// calls keep flowing across the refreshes and none is refused.
+func testAzureEntraRefresh(t *testing.T, bin string, rs *redistest.Server) {
+	fake := azuretest.New(t, azuretest.Options{TokenLifetime: 5*time.Minute + time.Second})
+	up := "  - name: azure-entra\n    api: openai\n    provider: azure\n    url: " + fake.V1URL() +
+		"\n    auth: entra\n    aliases: {\"gpt-4o*\": gpt-4o}\n"
+	e := newAzureEnv(t, bin, rs, fake, up, 1, fake.Env()...)
+	deadline := time.Now().Add(30 * time.Second)
+	calls := 0
+	for fake.TokensIssued() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tokens after %d calls", fake.TokensIssued(), calls)
+		}
+		code, _, got := azurePost(t, e.bases[0], "/v1/embeddings", "sk-az-a", `{"model":"gpt-4o","input":"refresh `+strconv.Itoa(calls)+`"}`)
+		calls++
+		if code != 200 {
+			t.Fatalf("call %d across token refreshes = %d %s", calls, code, got)
+		}
+	}
+	if calls < 4 {
+		t.Errorf("%d calls for %d tokens: tokens not reused", calls, fake.TokensIssued())
 	}
 	e.checkNoSecrets(t, append(fake.IssuedTokens(), fake.Options().ClientSecret)...)
 }
