@@ -39,12 +39,13 @@ func TestAzureThroughCorral(t *testing.T) {
 }
 
 // azureV1Upstream is the v1 resource with the right key, and the same
-// resource with a key it refuses for the model "badkey".
+// resource with a key it refuses for the model "badkey" (second in
+// priority, so calls naming no model, file uploads, go to the first).
 func azureV1Upstream(fake *azuretest.Server) string {
 	return "  - name: azure-v1\n    api: openai\n    provider: azure\n    url: " + fake.V1URL() +
 		"\n    auth: api-key\n    api_key_env: AZURE_TEST_KEY\n    aliases: {\"gpt-4o*\": gpt-4o, \"ghost\": ghost-deployment}\n" +
 		"  - name: azure-badkey\n    api: openai\n    provider: azure\n    url: " + fake.V1URL() +
-		"\n    api_key_env: AZURE_BAD_KEY\n    aliases: {\"badkey\": gpt-4o}\n"
+		"\n    api_key_env: AZURE_BAD_KEY\n    priority: 1\n    aliases: {\"badkey\": gpt-4o}\n"
 }
 
 const azureBadKey = "bad-azure-key-5150"
@@ -147,10 +148,48 @@ func testAzureV1(t *testing.T, bin string, rs *redistest.Server) {
 	if n != 1 {
 		t.Errorf("30 identical requests over 3 instances made %d Azure calls; want 1", n)
 	}
+	for i, a := range answers {
+		if i%2 == 0 && (sseText(a) != "Azure gpt-4o-2024-08-06 says: thirty as one" || !strings.HasSuffix(a, "data: [DONE]\n\n")) ||
+			i%2 == 1 && !strings.Contains(a, `"content":"Azure gpt-4o-2024-08-06 says: thirty as one"`) {
+			t.Errorf("answer %d = %s", i, a)
+		}
+	}
+	// A stream's answer stored from Azure's chunks (the first has no id,
+	// model or choices) is a whole completion when a later request hits it.
+	azurePost(t, e.bases[0], "/v1/chat/completions", "sk-az-a", chatBody("streamed first", true))
+	code, h, got = azurePost(t, e.bases[1], "/v1/chat/completions", "sk-az-a", chatBody("streamed first", false))
+	var hit struct {
+		ID, Model string
+		Choices   []struct {
+			Message struct{ Content string }
+		}
+	}
+	if json.Unmarshal([]byte(got), &hit) != nil || code != 200 || h.Get("X-Corral-Cache") != "HIT" || hit.ID == "" ||
+		hit.Model != "gpt-4o-2024-08-06" || len(hit.Choices) != 1 || hit.Choices[0].Message.Content != "Azure gpt-4o-2024-08-06 says: streamed first" {
+		t.Errorf("hit after a stream = %d %s %s", code, h.Get("X-Corral-Cache"), got)
+	}
 
 	testAzureErrors(t, e)
 	testAzureFiles(t, e, "/openai/v1/files")
 	e.checkNoSecrets(t, fake.Options().APIKey, azureBadKey)
+}
+
+// sseText is the text of a chat completion stream's deltas.
+func sseText(stream string) string {
+	var b strings.Builder
+	for line := range strings.SplitSeq(stream, "\n") {
+		var ch struct {
+			Choices []struct {
+				Delta struct{ Content string }
+			}
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok && json.Unmarshal([]byte(data), &ch) == nil {
+			for _, c := range ch.Choices {
+				b.WriteString(c.Delta.Content)
+			}
+		}
+	}
+	return b.String()
 }
 
 // testAzureErrors: Azure's errors reach the client in OpenAI's shape with
