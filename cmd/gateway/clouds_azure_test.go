@@ -36,6 +36,7 @@ func TestAzureThroughCorral(t *testing.T) {
 	t.Run("classic", func(t *testing.T) { testAzureClassic(t, bin, redistest.Start(t)) })
 	t.Run("entra", func(t *testing.T) { testAzureEntra(t, bin, redistest.Start(t)) })
 	t.Run("entra-refresh", func(t *testing.T) { testAzureEntraRefresh(t, bin, redistest.Start(t)) })
+	t.Run("entra-refused", func(t *testing.T) { testAzureEntraRefused(t, bin, redistest.Start(t)) })
 }
 
 // azureV1Upstream is the v1 resource with the right key, and the same
@@ -340,4 +341,29 @@ func testAzureEntraRefresh(t *testing.T, bin string, rs *redistest.Server) {
 		t.Errorf("%d calls for %d tokens: tokens not reused", calls, fake.TokensIssued())
 	}
 	e.checkNoSecrets(t, append(fake.IssuedTokens(), fake.Options().ClientSecret)...)
+}
+
+// testAzureEntraRefused: a client secret Entra ID refuses does not stop
+// start-up: the gateway warns (naming the cloud, not the secret) and a
+// call fails as a failure of that upstream (502), never reaching Azure.
+func testAzureEntraRefused(t *testing.T, bin string, rs *redistest.Server) {
+	fake := azuretest.New(t, azuretest.Options{})
+	up := "  - name: azure-entra\n    api: openai\n    provider: azure\n    url: " + fake.V1URL() +
+		"\n    auth: entra\n    aliases: {\"gpt-4o*\": gpt-4o}\n"
+	const wrong = "refused-secret-8086"
+	// Only the environment's credential: the managed identity's probe of
+	// a metadata endpoint that is not there would only slow the test.
+	e := newAzureEnv(t, bin, rs, fake, up, 1, append(fake.Env(), "AZURE_CLIENT_SECRET="+wrong, "AZURE_TOKEN_CREDENTIALS=EnvironmentCredential")...)
+	code, _, got := azurePost(t, e.bases[0], "/v1/chat/completions", "sk-az-a", chatBody("no token", false))
+	var er struct{ Error struct{ Code string } }
+	if json.Unmarshal([]byte(got), &er) != nil || code != 502 || er.Error.Code != "upstream_error" {
+		t.Errorf("call without a token = %d %s", code, got)
+	}
+	if n := len(fake.Calls()); n != 0 {
+		t.Errorf("%d calls reached Azure without a token", n)
+	}
+	e.checkNoSecrets(t, wrong)
+	if l := e.logs[0].String(); !strings.Contains(l, `"msg":"cloud credentials not available yet`) || !strings.Contains(l, `"cloud":"entra"`) {
+		t.Errorf("no start-up warning for Entra ID:\n%.3000s", l)
+	}
 }

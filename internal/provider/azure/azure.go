@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/tidwall/gjson"
 
 	"github.com/corralhq/corral/internal/provider"
 	"github.com/corralhq/corral/internal/upstream"
@@ -163,7 +164,7 @@ func (c *Client) requestModel(req upstream.Request) string {
 // model has no alias is sent as it came.
 func (c *Client) aliasModel(req upstream.Request) ([]byte, error) {
 	if m := provider.Field(req.Body, "model"); m.Exists() {
-		if m.Type.String() != "String" {
+		if m.Type != gjson.String {
 			return req.Body, nil
 		}
 		dep := provider.ModelID(c.aliases, m.String())

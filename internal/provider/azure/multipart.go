@@ -13,7 +13,7 @@ import (
 // multipartModel is the value of the multipart form body's "model"
 // field ("" when ct is not multipart/form-data or there is none).
 func multipartModel(ct string, body []byte) string {
-	_, start, end, ok := modelPart(ct, body)
+	start, end, ok := modelPart(ct, body)
 	if !ok {
 		return ""
 	}
@@ -24,7 +24,7 @@ func multipartModel(ct string, body []byte) string {
 // by model; every other byte (other fields, the file, the boundaries)
 // stays as the client sent it.
 func replaceMultipartModel(ct string, body []byte, model string) ([]byte, bool) {
-	_, start, end, ok := modelPart(ct, body)
+	start, end, ok := modelPart(ct, body)
 	if !ok {
 		return nil, false
 	}
@@ -36,10 +36,10 @@ func replaceMultipartModel(ct string, body []byte, model string) ([]byte, bool) 
 
 // modelPart finds the "model" field of a multipart/form-data body: the
 // offsets of its value in body.
-func modelPart(ct string, body []byte) (name string, start, end int, ok bool) {
+func modelPart(ct string, body []byte) (start, end int, ok bool) {
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return "", 0, 0, false
+		return 0, 0, false
 	}
 	delim := []byte("--" + params["boundary"])
 	// Each part starts after a delimiter line and ends at CRLF + the next
@@ -48,12 +48,12 @@ func modelPart(ct string, body []byte) (name string, start, end int, ok bool) {
 	for i >= 0 {
 		lineEnd := bytes.Index(body[i:], []byte("\r\n"))
 		if lineEnd < 0 {
-			return "", 0, 0, false
+			return 0, 0, false
 		}
 		partStart := i + lineEnd + 2
 		next := bytes.Index(body[partStart:], append([]byte("\r\n"), delim...))
 		if next < 0 {
-			return "", 0, 0, false
+			return 0, 0, false
 		}
 		partEnd := partStart + next
 		part := body[partStart:partEnd]
@@ -62,11 +62,11 @@ func modelPart(ct string, body []byte) (name string, start, end int, ok bool) {
 			h, err := textproto.NewReader(bufio.NewReader(bytes.NewReader(part[:hdrEnd+4]))).ReadMIMEHeader()
 			if err == nil {
 				if _, p, err := mime.ParseMediaType(h.Get("Content-Disposition")); err == nil && p["name"] == "model" {
-					return "model", partStart + hdrEnd + 4, partEnd, true
+					return partStart + hdrEnd + 4, partEnd, true
 				}
 			}
 		}
 		i = partEnd + 2
 	}
-	return "", 0, 0, false
+	return 0, 0, false
 }
