@@ -172,6 +172,19 @@ func testAzureV1(t *testing.T, bin string, rs *redistest.Server) {
 
 	testAzureErrors(t, e)
 	testAzureFiles(t, e, "/openai/v1/files")
+	// Files, batches and stored responses (streamed too) made through
+	// Corral on Azure are their tenant's; every request of another tenant
+	// naming them is Corral's 404 and never reaches Azure.
+	owned := objectstest.CreateAsOwner(t, e.bases, "sk-az-a")
+	objectstest.CheckOthersRefused(t, e.bases[1], "sk-az-b", owned, func(id string) int {
+		n := 0
+		for _, c := range fake.Calls() {
+			if strings.Contains(c.EscapedPath+"?"+c.RawQuery+" "+string(c.Body), id) {
+				n++
+			}
+		}
+		return n
+	})
 	e.checkNoSecrets(t, fake.Options().APIKey, azureBadKey)
 }
 

@@ -14,8 +14,8 @@
 //
 // An unknown deployment is Azure's 404 DeploymentNotFound. Every call
 // needs the resource's api-key or a bearer token the fake Entra ID issued
-// and that has not expired (Azure's 401 bodies otherwise). Files and
-// batches are kept (objectstest's account) on both styles. Chat answers
+// and that has not expired (Azure's 401 bodies otherwise). Files, batches
+// and stored responses are kept (objectstest's account) on both styles. Chat answers
 // carry Azure's content-filter annotations; a prompt holding FilterMe is
 // refused as Azure's content filter refuses, one holding ThrottleMe is
 // Azure's 429 with its retry headers.
@@ -244,7 +244,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case deploymentScoped(path) || path == "/responses":
+	case deploymentScoped(path):
 		if deployment == "" {
 			deployment = jsonModel(body) // v1: the model names the deployment
 		}
@@ -254,7 +254,9 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.model(w, r, path, model, body)
-	case objectstest.Handles(path) && path != "/responses" && !strings.HasPrefix(path, "/responses/"):
+	case path == "/responses" && r.Method == http.MethodPost && s.o.Deployments[jsonModel(body)] == "":
+		deploymentNotFound(w) // the Responses API's model names the deployment on both styles
+	case objectstest.Handles(path):
 		r2 := r.Clone(r.Context())
 		r2.URL.Path, r2.URL.RawPath = "/v1"+path, ""
 		r2.Body = io.NopCloser(bytes.NewReader(body))
