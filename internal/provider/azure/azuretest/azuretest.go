@@ -58,6 +58,8 @@ type Options struct {
 	// TokenLifetime is how long an issued token is valid, as its
 	// expires_in says and as the resource enforces it [1h].
 	TokenLifetime time.Duration
+	// Now is the fake's clock for issuing and checking tokens [time.Now].
+	Now func() time.Time
 	// APIVersions are the classic API's supported versions
 	// ["2024-10-21", "2024-06-01", "2025-04-01-preview"].
 	APIVersions []string
@@ -101,6 +103,9 @@ func New(tb testing.TB, o Options) *Server {
 	}
 	if o.ClientSecret == "" {
 		o.ClientSecret = "entra-secret-fedcba9876543210"
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.TokenLifetime <= 0 {
 		o.TokenLifetime = time.Hour

@@ -62,7 +62,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	_, _ = rand.Read(b)
 	tok := "entra-token-" + hex.EncodeToString(b)
 	s.mu.Lock()
-	s.tokens[tok] = time.Now().Add(s.o.TokenLifetime)
+	s.tokens[tok] = s.o.Now().Add(s.o.TokenLifetime)
 	s.issued++
 	s.mu.Unlock()
 	secs := int(s.o.TokenLifetime / time.Second)

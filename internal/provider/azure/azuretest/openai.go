@@ -31,7 +31,7 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 		s.mu.Lock()
 		exp, known := s.tokens[tok]
 		s.mu.Unlock()
-		if known && time.Now().Before(exp) {
+		if known && s.o.Now().Before(exp) {
 			return true
 		}
 		azureError(w, http.StatusUnauthorized, "401", tokenRefused)

@@ -2,10 +2,14 @@ package azuretest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
@@ -154,5 +158,47 @@ func TestOpenAIGoV1API(t *testing.T) {
 	bad := openai.NewClient(option.WithBaseURL(s.V1URL()+"/"), option.WithHeader("api-key", "nope"), hc, option.WithMaxRetries(0))
 	if _, err := chat(t, bad, "gpt-4o"); statusOf(err) != http.StatusUnauthorized {
 		t.Errorf("v1 wrong key: %v; want 401", err)
+	}
+}
+
+// The resource refuses a token once it has expired, as Azure does.
+func TestExpiredTokenRefused(t *testing.T) {
+	var mu sync.Mutex // protects now
+	now := time.Unix(1_800_000_000, 0)
+	s := azuretest.New(t, azuretest.Options{TokenLifetime: time.Hour, Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
+	hc := &http.Client{Transport: s.Transport()}
+	o := s.Options()
+	resp, err := hc.PostForm(s.AuthorityHost()+o.TenantID+"/oauth2/v2.0/token", url.Values{"grant_type": {"client_credentials"},
+		"client_id": {o.ClientID}, "client_secret": {o.ClientSecret}, "scope": {"https://cognitiveservices.azure.com/.default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+		ExpiresIn   int    `json:"expires_in"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&tok)
+	resp.Body.Close()
+	if err != nil || tok.ExpiresIn != 3600 {
+		t.Fatalf("token = %+v, %v", tok, err)
+	}
+	call := func() int {
+		req, _ := http.NewRequest("POST", s.V1URL()+"/embeddings", strings.NewReader(`{"model":"gpt-4o","input":"x"}`))
+		req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := call(); got != 200 {
+		t.Fatalf("fresh token = %d", got)
+	}
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	if got := call(); got != 401 {
+		t.Errorf("expired token = %d; want 401", got)
 	}
 }
