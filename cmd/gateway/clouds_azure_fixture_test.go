@@ -155,7 +155,7 @@ func (e *azureEnv) checkNoSecrets(t *testing.T, secrets ...string) {
 		}
 		places = append(places, "metrics\n"+string(m))
 	}
-	places = append(places, "redis\n"+redisDump(t, e.redis.Client()))
+	places = append(places, "redis\n"+azureRedisDump(t, e.redis.Client()))
 	for _, c := range e.cmds {
 		_ = c.Process.Signal(syscall.SIGTERM)
 		_ = c.Wait() // the exit status of a stopped gateway says nothing here
@@ -177,8 +177,8 @@ func (e *azureEnv) checkNoSecrets(t *testing.T, secrets ...string) {
 	}
 }
 
-// redisDump is every key of the server and its value, as text.
-func redisDump(t *testing.T, c *redis.Client) string {
+// azureRedisDump is every key of the server and its value, as text.
+func azureRedisDump(t *testing.T, c *redis.Client) string {
 	t.Helper()
 	ctx := context.Background()
 	var b strings.Builder
@@ -202,7 +202,7 @@ func redisDump(t *testing.T, c *redis.Client) string {
 		case "stream":
 			for _, m := range c.XRange(ctx, k, "-", "+").Val() {
 				for f, v := range m.Values {
-					b.WriteString(f + "=" + toString(v) + "\n")
+					b.WriteString(f + "=" + azureString(v) + "\n")
 				}
 			}
 		}
@@ -214,7 +214,7 @@ func redisDump(t *testing.T, c *redis.Client) string {
 	return b.String()
 }
 
-func toString(v any) string {
+func azureString(v any) string {
 	if s, ok := v.(string); ok {
 		return s
 	}

@@ -51,7 +51,7 @@ func azureV1Upstream(fake *azuretest.Server) string {
 
 const azureBadKey = "bad-azure-key-5150"
 
-func chatBody(prompt string, stream bool) string {
+func azureChatBody(prompt string, stream bool) string {
 	s := ""
 	if stream {
 		s = `"stream":true,`
@@ -132,7 +132,7 @@ func testAzureV1(t *testing.T, bin string, rs *redistest.Server) {
 	answers := make([]string, 30)
 	for i := range answers {
 		wg.Go(func() {
-			code, _, got := azurePost(t, e.bases[i%3], "/v1/chat/completions", "sk-az-a", chatBody("thirty as one", i%2 == 0))
+			code, _, got := azurePost(t, e.bases[i%3], "/v1/chat/completions", "sk-az-a", azureChatBody("thirty as one", i%2 == 0))
 			if code != 200 {
 				t.Errorf("request %d = %d %s", i, code, got)
 			}
@@ -150,15 +150,15 @@ func testAzureV1(t *testing.T, bin string, rs *redistest.Server) {
 		t.Errorf("30 identical requests over 3 instances made %d Azure calls; want 1", n)
 	}
 	for i, a := range answers {
-		if i%2 == 0 && (sseText(a) != "Azure gpt-4o-2024-08-06 says: thirty as one" || !strings.HasSuffix(a, "data: [DONE]\n\n")) ||
+		if i%2 == 0 && (azureSSEText(a) != "Azure gpt-4o-2024-08-06 says: thirty as one" || !strings.HasSuffix(a, "data: [DONE]\n\n")) ||
 			i%2 == 1 && !strings.Contains(a, `"content":"Azure gpt-4o-2024-08-06 says: thirty as one"`) {
 			t.Errorf("answer %d = %s", i, a)
 		}
 	}
 	// A stream's answer stored from Azure's chunks (the first has no id,
 	// model or choices) is a whole completion when a later request hits it.
-	azurePost(t, e.bases[0], "/v1/chat/completions", "sk-az-a", chatBody("streamed first", true))
-	code, h, got = azurePost(t, e.bases[1], "/v1/chat/completions", "sk-az-a", chatBody("streamed first", false))
+	azurePost(t, e.bases[0], "/v1/chat/completions", "sk-az-a", azureChatBody("streamed first", true))
+	code, h, got = azurePost(t, e.bases[1], "/v1/chat/completions", "sk-az-a", azureChatBody("streamed first", false))
 	var hit struct {
 		ID, Model string
 		Choices   []struct {
@@ -188,8 +188,8 @@ func testAzureV1(t *testing.T, bin string, rs *redistest.Server) {
 	e.checkNoSecrets(t, fake.Options().APIKey, azureBadKey)
 }
 
-// sseText is the text of a chat completion stream's deltas.
-func sseText(stream string) string {
+// azureSSEText is the text of a chat completion stream's deltas.
+func azureSSEText(stream string) string {
 	var b strings.Builder
 	for line := range strings.SplitSeq(stream, "\n") {
 		var ch struct {
@@ -219,7 +219,7 @@ func testAzureErrors(t *testing.T, e *azureEnv) {
 	if json.Unmarshal([]byte(got), &er) != nil || code != 404 || er.Error.Code != "DeploymentNotFound" || er.Error.Type != "invalid_request_error" {
 		t.Errorf("unknown deployment = %d %s", code, got)
 	}
-	code, _, got = azurePost(t, e.bases[1], "/v1/chat/completions", "sk-az-a", chatBody("FilterMe", false))
+	code, _, got = azurePost(t, e.bases[1], "/v1/chat/completions", "sk-az-a", azureChatBody("FilterMe", false))
 	if json.Unmarshal([]byte(got), &er) != nil || code != 400 || er.Error.Code != "content_filter" || er.Error.Param == nil || *er.Error.Param != "prompt" ||
 		!strings.Contains(got, `"innererror":{"code":"ResponsibleAIPolicyViolation"`) {
 		t.Errorf("content filter = %d %s", code, got)
@@ -227,7 +227,7 @@ func testAzureErrors(t *testing.T, e *azureEnv) {
 	// Azure's 429 keeps its retry headers; with no other upstream to fail
 	// over to, the body is Corral's own (the server's rule for a rate
 	// limited upstream).
-	code, h, got := azurePost(t, e.bases[2], "/v1/chat/completions", "sk-az-a", chatBody("ThrottleMe", false))
+	code, h, got := azurePost(t, e.bases[2], "/v1/chat/completions", "sk-az-a", azureChatBody("ThrottleMe", false))
 	if json.Unmarshal([]byte(got), &er) != nil || code != 429 || er.Error.Code != "rate_limit_exceeded" ||
 		h.Get("Retry-After") != "7" || h.Get("Retry-After-Ms") != "7000" {
 		t.Errorf("throttled = %d %v %s", code, h, got)
@@ -308,7 +308,7 @@ func testAzureEntra(t *testing.T, bin string, rs *redistest.Server) {
 	e := newAzureEnv(t, bin, rs, fake, up, 2, fake.Env()...)
 	for i, b := range e.bases {
 		for j := range 3 {
-			code, _, got := azurePost(t, b, "/v1/chat/completions", "sk-az-a", chatBody("entra "+string(rune('a'+3*i+j)), j == 1))
+			code, _, got := azurePost(t, b, "/v1/chat/completions", "sk-az-a", azureChatBody("entra "+string(rune('a'+3*i+j)), j == 1))
 			if code != 200 {
 				t.Fatalf("gateway %d request %d = %d %s\n%s", i, j, code, got, e.logs[i])
 			}
@@ -367,7 +367,7 @@ func testAzureEntraRefused(t *testing.T, bin string, rs *redistest.Server) {
 	// Only the environment's credential: the managed identity's probe of
 	// a metadata endpoint that is not there would only slow the test.
 	e := newAzureEnv(t, bin, rs, fake, up, 1, append(fake.Env(), "AZURE_CLIENT_SECRET="+wrong, "AZURE_TOKEN_CREDENTIALS=EnvironmentCredential")...)
-	code, _, got := azurePost(t, e.bases[0], "/v1/chat/completions", "sk-az-a", chatBody("no token", false))
+	code, _, got := azurePost(t, e.bases[0], "/v1/chat/completions", "sk-az-a", azureChatBody("no token", false))
 	var er struct{ Error struct{ Code string } }
 	if json.Unmarshal([]byte(got), &er) != nil || code != 502 || er.Error.Code != "upstream_error" {
 		t.Errorf("call without a token = %d %s", code, got)
