@@ -33,13 +33,22 @@ type vertexCluster struct {
 	logs  *logtest.Buffer
 }
 
-// startVertexCluster wires the cluster. Google's credential chain reads
-// the process environment, so the test sets it (and is not parallel):
-// the key file, and nothing else of Google's that would be consulted.
+// startVertexCluster wires the cluster.
 func startVertexCluster(t *testing.T, opts vertextest.Options) *vertexCluster {
 	t.Helper()
 	fake := vertextest.New(t, opts)
-	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", fake.CredentialsFile)
+	c := &vertexCluster{logs: &logtest.Buffer{}}
+	wireVertex(t, c, fake, fake.CredentialsFile, 3, c.logs)
+	return c
+}
+
+// wireVertex wires n gateways in front of fake into c, logging to logs,
+// with Google's key file at creds. Google's credential chain reads the
+// process environment, so the test sets it (and is not parallel): the key
+// file, and nothing else of Google's that would be consulted.
+func wireVertex(t *testing.T, c *vertexCluster, fake *vertextest.Server, creds string, n int, logs io.Writer) {
+	t.Helper()
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", creds)
 	for _, k := range []string{"GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_QUOTA_PROJECT", "GOOGLE_CLOUD_UNIVERSE_DOMAIN",
 		"GOOGLE_API_USE_CLIENT_CERTIFICATE", "GOOGLE_API_USE_MTLS_ENDPOINT", "GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES"} {
 		t.Setenv(k, "")
@@ -60,14 +69,13 @@ func startVertexCluster(t *testing.T, opts vertextest.Options) *vertexCluster {
 		"CORRAL_ADMIN_TOKEN=adm",
 		"CORRAL_DATA_DIR=" + filepath.Join(dir, "data"),
 	}
-	c := &vertexCluster{fake: fake, redis: rdb, logs: &logtest.Buffer{}}
-	log := slog.New(slog.NewJSONHandler(c.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	for range 3 {
+	c.fake, c.redis = fake, rdb
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	for range n {
 		// CheckUpstream: the start-up credential check runs (and is scanned).
 		gw := wireGateway(t, gatewayOptions{Logger: log, CheckUpstream: true}, env...)
 		c.bases = append(c.bases, serveGateway(t, gw).URL)
 	}
-	return c
 }
 
 func claudeClient(base string) *anthropic.Client {
@@ -102,7 +110,7 @@ func post(t *testing.T, base, path, body string) (int, http.Header, string) {
 func TestVertexThroughCorral(t *testing.T) {
 	var arrived chan struct{}
 	gate := make(chan struct{})
-	close(gate) // open unless a subtest holds calls
+	close(gate)        // open unless a subtest holds calls
 	var gmu sync.Mutex // guards gate and arrived
 	c := startVertexCluster(t, vertextest.Options{Before: func(vertextest.Request) {
 		gmu.Lock()

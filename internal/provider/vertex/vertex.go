@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"golang.org/x/oauth2"
 
 	"github.com/corralhq/corral/internal/provider"
@@ -126,6 +127,10 @@ func (c *Client) Do(ctx context.Context, req upstream.Request) (*http.Response, 
 // (the client's mistake: a 400 in its API's shape).
 func (c *Client) envelope(req upstream.Request) (upstream.Request, string) {
 	body := req.Body
+	if req.Stream != nil || !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+		// Every endpoint Vertex serves takes one JSON object, edited whole.
+		return req, "the request body must be a JSON object"
+	}
 	model := provider.RequestModel(req.Model, body)
 	if model == "" {
 		return req, "model: field required"

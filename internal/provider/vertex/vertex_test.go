@@ -180,6 +180,9 @@ func TestServes(t *testing.T) {
 	if a := do(t, claude, "/messages/batches", nil, `{}`); a.status != 404 || !strings.Contains(a.body, `"not_found_error"`) || s.Calls() != 0 {
 		t.Errorf("an endpoint Vertex lacks: %d %s after %d calls", a.status, a.body, s.Calls())
 	}
+	if a := do(t, claude, "/messages", nil, `[1]`); a.status != 400 || !strings.Contains(a.body, `"invalid_request_error"`) || s.Calls() != 0 {
+		t.Errorf("a body that is no JSON object: %d %s after %d calls", a.status, a.body, s.Calls())
+	}
 }
 
 // TestErrors: Google's error bodies reach the client in its API's shape
