@@ -23,7 +23,7 @@ func TestVertexCredentialsLater(t *testing.T) {
 	fake := vertextest.New(t, vertextest.Options{})
 	later := filepath.Join(t.TempDir(), "later.json")
 	logs := newLineWriter()
-	c := &vertexCluster{}
+	c := &vertexCluster{logs: logs}
 	wireVertex(t, c, fake, later, 1, logs)
 	logs.waitFor(t, regexp.MustCompile(`"msg":"cloud credentials not available yet; those upstreams fail over until they are","cloud":"google"`))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -41,6 +41,7 @@ func TestVertexCredentialsLater(t *testing.T) {
 	if _, err := claudeClient(c.bases[0]).Messages.New(ctx, claudeParams("in time")); err != nil || fake.Calls() != 1 {
 		t.Fatalf("credentials in place: %v after %d Vertex calls", err, fake.Calls())
 	}
+	c.assertNoSecrets(t, aerr.Error())
 }
 
 // TestVertexErrorsThroughCorral: Google's quota error reaches
@@ -67,8 +68,10 @@ func TestVertexErrorsThroughCorral(t *testing.T) {
 		!strings.HasPrefix(aerr.RawJSON(), `{"type":"error","error":{"type":"rate_limit_error",`) {
 		t.Errorf("quota: %v (Retry-After %q)", err, aerr.Response.Header.Get("Retry-After"))
 	}
+	seen := []string{err.Error()}
 	_, err = claudeClient(c.bases[1]).Messages.New(ctx, claudeParams("Vertex test: refused"))
 	if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusBadGateway {
 		t.Errorf("Vertex refusing Corral's credentials: %v; want 502", err)
 	}
+	c.assertNoSecrets(t, append(seen, err.Error())...)
 }

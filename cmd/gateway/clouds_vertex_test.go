@@ -30,15 +30,16 @@ type vertexCluster struct {
 	fake  *vertextest.Server
 	redis *redistest.Server
 	bases []string
-	logs  *logtest.Buffer
+	logs  interface{ String() string } // everything the gateways logged
 }
 
 // startVertexCluster wires the cluster.
 func startVertexCluster(t *testing.T, opts vertextest.Options) *vertexCluster {
 	t.Helper()
 	fake := vertextest.New(t, opts)
-	c := &vertexCluster{logs: &logtest.Buffer{}}
-	wireVertex(t, c, fake, fake.CredentialsFile, 3, c.logs)
+	logs := &logtest.Buffer{}
+	c := &vertexCluster{logs: logs}
+	wireVertex(t, c, fake, fake.CredentialsFile, 3, logs)
 	return c
 }
 
@@ -125,6 +126,7 @@ func TestVertexThroughCorral(t *testing.T) {
 	defer cancel()
 	base := "/v1/projects/test-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929"
 	last := func() vertextest.Request { r := c.fake.Requests(); return r[len(r)-1] }
+	var seen []string // raw answers, scanned for credentials at the end
 
 	t.Run("rawPredict read by anthropic-sdk-go", func(t *testing.T) {
 		var resp *http.Response
@@ -209,6 +211,7 @@ func TestVertexThroughCorral(t *testing.T) {
 	t.Run("bodies arrive byte for byte", func(t *testing.T) {
 		msgs := `"x_odd":1.50e+00,"messages":[{"role":"user","content":[{"type":"text","text":"bytes","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]`
 		code, _, body := post(t, c.bases[1], "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":64,`+msgs+`}`)
+		seen = append(seen, body)
 		if code != 200 {
 			t.Fatalf("%d %s", code, body)
 		}
@@ -216,6 +219,7 @@ func TestVertexThroughCorral(t *testing.T) {
 			t.Errorf("Vertex got\n %s\nwant\n %s", got, want)
 		}
 		code, _, body = post(t, c.bases[2], "/v1/chat/completions", `{"model":"gemini-2.0-flash",`+msgs+`}`)
+		seen = append(seen, body)
 		if code != 200 {
 			t.Fatalf("%d %s", code, body)
 		}
@@ -251,7 +255,7 @@ func TestVertexThroughCorral(t *testing.T) {
 		}
 	})
 
-	c.assertNoSecrets(t)
+	c.assertNoSecrets(t, seen...)
 }
 
 // TestVertexTokenRefresh: with access tokens that live 2 s, requests
@@ -299,17 +303,18 @@ func TestVertexTokenRefresh(t *testing.T) {
 		}
 	}
 	t.Logf("%d requests, %d token grants", sent, c.fake.Grants())
+	defer c.assertNoSecrets(t, failed...)
 	if g := c.fake.Grants(); g < 2*3 || refused != 0 || c.fake.Calls() != sent {
 		t.Errorf("%d token grants, %d calls refused, %d calls for %d requests; want ≥ 6 grants (each instance refreshed), none refused, one call each",
 			g, refused, c.fake.Calls(), sent)
 	}
-	c.assertNoSecrets(t)
 }
 
 // assertNoSecrets looks for the service account's private key, every
 // assertion signed with it and every access token issued in the logs,
-// every instance's /metrics, and every Redis key and value.
-func (c *vertexCluster) assertNoSecrets(t *testing.T) {
+// the answers and errors clients saw, every instance's /metrics, and every
+// Redis key and value.
+func (c *vertexCluster) assertNoSecrets(t *testing.T, answers ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -323,7 +328,7 @@ func (c *vertexCluster) assertNoSecrets(t *testing.T) {
 	if len(c.fake.Tokens()) == 0 || len(c.fake.Assertions()) == 0 {
 		t.Fatal("no token was issued: nothing to look for")
 	}
-	places := map[string]string{"the gateway log": c.logs.String()}
+	places := map[string]string{"the gateway log": c.logs.String(), "an answer or error a client saw": strings.Join(answers, "\n")}
 	for i, b := range c.bases {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, b+"/metrics", nil)
 		req.Header.Set("Authorization", "Bearer adm")
