@@ -29,7 +29,7 @@ func TestVertexCredentialsLater(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 
-	_, err := claudeClient(c.bases[0]).Messages.New(ctx, claudeParams("too early"))
+	_, err := vertexClaude(c.bases[0]).Messages.New(ctx, vertexClaudeParams("too early"))
 	var aerr *anthropic.Error
 	if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusBadGateway || fake.Calls() != 0 {
 		t.Fatalf("no credentials: %v after %d Vertex calls; want Anthropic's 502 and none", err, fake.Calls())
@@ -38,7 +38,7 @@ func TestVertexCredentialsLater(t *testing.T) {
 	if err := os.WriteFile(later, key, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := claudeClient(c.bases[0]).Messages.New(ctx, claudeParams("in time")); err != nil || fake.Calls() != 1 {
+	if _, err := vertexClaude(c.bases[0]).Messages.New(ctx, vertexClaudeParams("in time")); err != nil || fake.Calls() != 1 {
 		t.Fatalf("credentials in place: %v after %d Vertex calls", err, fake.Calls())
 	}
 	c.assertNoSecrets(t, aerr.Error())
@@ -60,7 +60,7 @@ func TestVertexErrorsThroughCorral(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	_, err := claudeClient(c.bases[0]).Messages.New(ctx, claudeParams("Vertex test: quota"))
+	_, err := vertexClaude(c.bases[0]).Messages.New(ctx, vertexClaudeParams("Vertex test: quota"))
 	var aerr *anthropic.Error
 	// The server words an upstream's 429 itself (its failure classes);
 	// the status, the type and Retry-After are Vertex's.
@@ -69,7 +69,7 @@ func TestVertexErrorsThroughCorral(t *testing.T) {
 		t.Errorf("quota: %v (Retry-After %q)", err, aerr.Response.Header.Get("Retry-After"))
 	}
 	seen := []string{err.Error()}
-	_, err = claudeClient(c.bases[1]).Messages.New(ctx, claudeParams("Vertex test: refused"))
+	_, err = vertexClaude(c.bases[1]).Messages.New(ctx, vertexClaudeParams("Vertex test: refused"))
 	if !errors.As(err, &aerr) || aerr.StatusCode != http.StatusBadGateway {
 		t.Errorf("Vertex refusing Corral's credentials: %v; want 502", err)
 	}

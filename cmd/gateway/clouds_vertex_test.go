@@ -79,18 +79,18 @@ func wireVertex(t *testing.T, c *vertexCluster, fake *vertextest.Server, creds s
 	}
 }
 
-func claudeClient(base string) *anthropic.Client {
+func vertexClaude(base string) *anthropic.Client {
 	c := anthropic.NewClient(aoption.WithBaseURL(base), aoption.WithAPIKey("sk-vertex"), aoption.WithMaxRetries(0))
 	return &c
 }
 
-func claudeParams(text string) anthropic.MessageNewParams {
+func vertexClaudeParams(text string) anthropic.MessageNewParams {
 	return anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 64,
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(text))}}
 }
 
-// post sends body to base+path as tenant acme and returns the answer.
-func post(t *testing.T, base, path, body string) (int, http.Header, string) {
+// vertexPost sends body to base+path as tenant acme and returns the answer.
+func vertexPost(t *testing.T, base, path, body string) (int, http.Header, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer sk-vertex")
@@ -130,7 +130,7 @@ func TestVertexThroughCorral(t *testing.T) {
 
 	t.Run("rawPredict read by anthropic-sdk-go", func(t *testing.T) {
 		var resp *http.Response
-		msg, err := claudeClient(c.bases[0]).Messages.New(ctx, claudeParams("non-stream"), aoption.WithResponseInto(&resp))
+		msg, err := vertexClaude(c.bases[0]).Messages.New(ctx, vertexClaudeParams("non-stream"), aoption.WithResponseInto(&resp))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestVertexThroughCorral(t *testing.T) {
 	})
 
 	t.Run("streamRawPredict read by anthropic-sdk-go", func(t *testing.T) {
-		stream := claudeClient(c.bases[1]).Messages.NewStreaming(ctx, claudeParams("a stream"))
+		stream := vertexClaude(c.bases[1]).Messages.NewStreaming(ctx, vertexClaudeParams("a stream"))
 		var acc anthropic.Message
 		events := 0
 		for stream.Next() {
@@ -167,7 +167,7 @@ func TestVertexThroughCorral(t *testing.T) {
 	})
 
 	t.Run("count_tokens", func(t *testing.T) {
-		n, err := claudeClient(c.bases[2]).Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "claude-sonnet-4-5",
+		n, err := vertexClaude(c.bases[2]).Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "claude-sonnet-4-5",
 			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("count me"))}})
 		if err != nil {
 			t.Fatal(err)
@@ -210,7 +210,7 @@ func TestVertexThroughCorral(t *testing.T) {
 
 	t.Run("bodies arrive byte for byte", func(t *testing.T) {
 		msgs := `"x_odd":1.50e+00,"messages":[{"role":"user","content":[{"type":"text","text":"bytes","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]`
-		code, _, body := post(t, c.bases[1], "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":64,`+msgs+`}`)
+		code, _, body := vertexPost(t, c.bases[1], "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":64,`+msgs+`}`)
 		seen = append(seen, body)
 		if code != 200 {
 			t.Fatalf("%d %s", code, body)
@@ -218,7 +218,7 @@ func TestVertexThroughCorral(t *testing.T) {
 		if got, want := string(last().Body), `{"max_tokens":64,`+msgs+`,"anthropic_version":"vertex-2023-10-16"}`; got != want {
 			t.Errorf("Vertex got\n %s\nwant\n %s", got, want)
 		}
-		code, _, body = post(t, c.bases[2], "/v1/chat/completions", `{"model":"gemini-2.0-flash",`+msgs+`}`)
+		code, _, body = vertexPost(t, c.bases[2], "/v1/chat/completions", `{"model":"gemini-2.0-flash",`+msgs+`}`)
 		seen = append(seen, body)
 		if code != 200 {
 			t.Fatalf("%d %s", code, body)
@@ -236,7 +236,7 @@ func TestVertexThroughCorral(t *testing.T) {
 		before := c.fake.Calls()
 		const n = 30
 		codes := startBurst(n, func(i int) int {
-			code, _, _ := post(t, c.bases[i%3], "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"burst"}]}`)
+			code, _, _ := vertexPost(t, c.bases[i%3], "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"burst"}]}`)
 			return code
 		})
 		select { // the leader's call is at Vertex; every other request waits on it or finds its answer
@@ -282,7 +282,7 @@ func TestVertexTokenRefresh(t *testing.T) {
 				case <-ctx.Done():
 					return
 				}
-				_, err := claudeClient(c.bases[w]).Messages.New(ctx, claudeParams(fmt.Sprintf("worker %d request %d", w, i)))
+				_, err := vertexClaude(c.bases[w]).Messages.New(ctx, vertexClaudeParams(fmt.Sprintf("worker %d request %d", w, i)))
 				mu.Lock()
 				sent++
 				if err != nil {
