@@ -35,6 +35,21 @@ import (
 // itself is dropped.
 const UpstreamHeader = "X-Corral-Upstream"
 
+// ProviderHeader names, beside UpstreamHeader, who runs that upstream
+// (openai, anthropic, azure, bedrock, vertex), so a client can tell a
+// Claude answer from Bedrock from one from Anthropic's own API. Any
+// header of that name an upstream sends itself is dropped.
+const ProviderHeader = "X-Corral-Provider"
+
+// nameAnswer sets the headers that say which upstream produced resp, replacing
+// any of those names the upstream sent itself.
+func nameAnswer(resp *http.Response, m *pool.Member) {
+	resp.Header.Del(UpstreamHeader)
+	resp.Header.Del(ProviderHeader)
+	resp.Header.Set(UpstreamHeader, m.Name)
+	resp.Header.Set(ProviderHeader, m.ProviderName())
+}
+
 // Doer calls one upstream (upstream.Client).
 type Doer interface {
 	Do(ctx context.Context, req upstream.Request) (*http.Response, error)
@@ -139,7 +154,8 @@ var ErrNotServed = errors.New("failover: no upstream serves this endpoint")
 var ErrNoneAvailable = errors.New("failover: every upstream for this model is cooling down or has its circuit open")
 
 // Do sends req to the candidates for api and model in turn and returns the
-// first answer that is not a failover trigger, with UpstreamHeader set.
+// first answer that is not a failover trigger, with UpstreamHeader and
+// ProviderHeader set.
 // When every candidate failed, the last failure is returned as it was: the
 // last trigger status as a response, or the last call error. A request
 // with a streamed body (req.Stream) gets one attempt: its bytes cannot be
@@ -185,8 +201,7 @@ func (r *Router) Do(ctx context.Context, api, model string, req upstream.Request
 			}
 			continue
 		}
-		resp.Header.Del(UpstreamHeader)
-		resp.Header.Set(UpstreamHeader, m.Name)
+		nameAnswer(resp, m)
 		if answer {
 			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel, span: span}
 			return resp, nil
@@ -252,8 +267,7 @@ func (r *Router) DoAt(ctx context.Context, name string, req upstream.Request) (*
 		cancel()
 		return nil, err
 	}
-	resp.Header.Del(UpstreamHeader)
-	resp.Header.Set(UpstreamHeader, m.Name)
+	nameAnswer(resp, m)
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel, span: span}
 	return resp, nil
 }
@@ -442,9 +456,11 @@ func (r *Router) attempt(ctx context.Context, m *pool.Member, model string, req 
 	}
 	op := telemetry.Operation(req.Path)
 	name := telemetry.Method(req.Method)
-	attrs := make([]attribute.KeyValue, 0, 7)
-	attrs = append(attrs, telemetry.Upstream.String(m.Name), telemetry.Attempt.Int(n),
-		telemetry.GenAIProvider.String(m.API), telemetry.GenAISystem.String(m.API))
+	provider := m.ProviderName()
+	genAI := telemetry.GenAIProviderName(provider)
+	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs = append(attrs, telemetry.Upstream.String(m.Name), telemetry.UpstreamProvider.String(provider), telemetry.Attempt.Int(n),
+		telemetry.GenAIProvider.String(genAI), telemetry.GenAISystem.String(genAI))
 	if op != "" {
 		name = op
 		attrs = append(attrs, telemetry.GenAIOperation.String(op))
