@@ -247,7 +247,8 @@ func servedBy(set *Set, cands []*pool.Member, api, model string, req upstream.Re
 
 // DoAt sends req to the upstream called name only: a follow-up on an
 // object goes to the upstream that holds it, whatever its health (no
-// other has the object). A failure still feeds its health; a success
+// other has the object). An upstream that does not serve req's path
+// (Scoped) is never sent it: ErrNotServed. A failure still feeds its health; a success
 // does not close its open circuit (only a probe does).
 func (r *Router) DoAt(ctx context.Context, name string, req upstream.Request) (*http.Response, error) {
 	set := r.set.Load()
@@ -255,6 +256,11 @@ func (r *Router) DoAt(ctx context.Context, name string, req upstream.Request) (*
 	m := set.Pool.Member(name)
 	if !ok || m == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownUpstream, name)
+	}
+	if !serves(c, req.Method, req.Path) {
+		// The name now runs on a cloud that keeps no objects (a reload
+		// changed its provider): the object is not there to follow.
+		return nil, ErrNotServed
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	start := time.Now()
