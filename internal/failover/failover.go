@@ -17,7 +17,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -333,6 +335,40 @@ func (r *Router) Primary(api, path string) string {
 		}
 	}
 	return name
+}
+
+// ModelNames lists the model names clients may send to api's upstreams
+// as the configuration names them: every upstream's alias keys and
+// models entries that are no globs (no *, ? or [), in the file's order,
+// each once. fromConfig reports whether api has a cloud upstream (azure,
+// bedrock, vertex), whose own model lists name deployments and provider
+// ids, not what clients send: only then is the list the answer to
+// GET /v1/models, and names is nil otherwise. Nobody is called.
+func (r *Router) ModelNames(api string) (names []string, fromConfig bool) {
+	ms := r.set.Load().Pool.Members()
+	for _, m := range ms {
+		if m.API == api && m.Cloud() {
+			fromConfig = true
+			break
+		}
+	}
+	if !fromConfig {
+		return nil, false
+	}
+	names = []string{}
+	seen := map[string]bool{}
+	for _, m := range ms {
+		if m.API != api {
+			continue
+		}
+		for _, n := range slices.Concat(m.Aliases, m.Models) {
+			if !seen[n] && !strings.ContainsAny(n, "*?[") {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	return names, true
 }
 
 // Names lists the current Set's upstreams in their configured order.

@@ -81,3 +81,36 @@ func TestProviderNamedOnTheAnswer(t *testing.T) {
 		t.Errorf("attempt spans (-want +got):\n%s", diff)
 	}
 }
+
+// TestModelNames: with a cloud among an API's upstreams, the names
+// clients may send are the configuration's (alias keys, then models, of
+// every upstream of that API, globs left out, each once); without one
+// the list is the upstreams' to give.
+func TestModelNames(t *testing.T) {
+	ms := []*pool.Member{
+		{Name: "claude", API: "anthropic", Provider: "anthropic", Models: []string{"claude-*", "claude-sonnet-4-5"}, Weight: 1},
+		{Name: "bedrock-us", API: "anthropic", Provider: "bedrock", Aliases: []string{"claude-sonnet-4-5*", "claude-haiku-4-5", "claude-opus-4-1"},
+			Models: []string{"claude-sonnet-4-5*", "claude-haiku-4-5", "claude-opus-4-1"}, Weight: 1},
+		{Name: "vertex-eu", API: "anthropic", Provider: "vertex", Aliases: []string{"claude-haiku-4-5", "claude-[0-9]"}, Models: []string{"claude-haiku-4-5", "claude-3-haiku?"}, Weight: 1},
+		{Name: "openai", API: "openai", Provider: "openai", Models: []string{"gpt-4o"}, Weight: 1},
+	}
+	r := New(&Set{Pool: pool.New(ms, pool.Options{}), Clients: map[string]Doer{}}, Options{})
+	tests := []struct {
+		give           string
+		want           []string
+		wantFromConfig bool
+	}{
+		{give: "anthropic", want: []string{"claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1"}, wantFromConfig: true},
+		{give: "openai", want: nil, wantFromConfig: false},
+	}
+	for _, tt := range tests {
+		got, fromConfig := r.ModelNames(tt.give)
+		if !cmp.Equal(got, tt.want) || fromConfig != tt.wantFromConfig {
+			t.Errorf("ModelNames(%q) = %q, %v; want %q, %v", tt.give, got, fromConfig, tt.want, tt.wantFromConfig)
+		}
+	}
+	only := New(&Set{Pool: pool.New([]*pool.Member{{Name: "az", API: "openai", Provider: "azure", Models: []string{"gpt-4o*"}, Weight: 1}}, pool.Options{}), Clients: map[string]Doer{}}, Options{})
+	if got, fromConfig := only.ModelNames("openai"); got == nil || len(got) != 0 || !fromConfig {
+		t.Errorf("an Azure upstream serving globs only: %q, %v; want an empty list from the configuration", got, fromConfig)
+	}
+}

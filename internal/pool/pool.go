@@ -110,6 +110,16 @@ func (m *Member) ProviderName() string {
 	return m.API
 }
 
+// Cloud reports whether a cloud runs m (azure, bedrock, vertex): its
+// models are the configuration's to name, not a list its API serves.
+func (m *Member) Cloud() bool {
+	switch m.Provider {
+	case "azure", "bedrock", "vertex":
+		return true
+	}
+	return false
+}
+
 // Serves reports whether m serves model on api. A request that names no
 // model (a file upload, a list) may go to any upstream of its API.
 func (m *Member) Serves(api, model string) bool {
