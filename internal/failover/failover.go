@@ -371,6 +371,15 @@ func (r *Router) ModelNames(api string) (names []string, fromConfig bool) {
 	return names, true
 }
 
+// AliasKey is the alias glob of the upstream called name that model
+// matched ("" when none does, or there is no such upstream now).
+func (r *Router) AliasKey(name, model string) string {
+	if m := r.set.Load().Pool.Member(name); m != nil {
+		return m.AliasKey(model)
+	}
+	return ""
+}
+
 // Names lists the current Set's upstreams in their configured order.
 func (r *Router) Names() []string {
 	ms := r.set.Load().Pool.Members()

@@ -110,6 +110,18 @@ func (m *Member) ProviderName() string {
 	return m.API
 }
 
+// AliasKey is the first of m's alias globs that model matches ("" when
+// none does): the operator's name for what the request was sent as,
+// which prices it when the answer names no priced model.
+func (m *Member) AliasKey(model string) string {
+	for _, g := range m.Aliases {
+		if ok, _ := path.Match(g, model); ok {
+			return g
+		}
+	}
+	return ""
+}
+
 // Cloud reports whether a cloud runs m (azure, bedrock, vertex): its
 // models are the configuration's to name, not a list its API serves.
 func (m *Member) Cloud() bool {

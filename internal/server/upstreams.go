@@ -34,6 +34,9 @@ type Upstreams interface {
 	// false, and the list is the upstream's to give, unless a cloud
 	// upstream (azure, bedrock, vertex) serves the API.
 	ModelNames(api string) (names []string, fromConfig bool)
+	// AliasKey is the alias glob of the named upstream that model
+	// matched ("" when none did), for pricing.
+	AliasKey(upstream, model string) string
 }
 
 var _ Upstreams = (*failover.Router)(nil)
