@@ -360,7 +360,7 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 	so.Objects = owners
 	var srv *server.Server
 	so.Ready = func() (bool, map[string]any) {
-		detail := map[string]any{"mode": mode, "redis": "disabled", "tenants": srv.TenantCount()}
+		detail := map[string]any{"mode": mode, "redis": "disabled", "tenants": srv.TenantCount(), "upstreams": readyUpstreams(router)}
 		if detail["tenants"] == 0 {
 			detail["warning"] = noTenantsWarning // still ready: the operator's file says so
 		}

@@ -34,7 +34,7 @@ func upstreamSet(cfg config.Config, getenv func(string) (string, bool), cl *clou
 		if err != nil {
 			return nil, nil, fmt.Errorf("upstreams file %s: %s: %w", cfg.UpstreamsFile, u.Name, err)
 		}
-		members = append(members, &pool.Member{Name: u.Name, API: u.API, Provider: u.Provider, Models: u.Models, Priority: u.Priority, Weight: u.Weight})
+		members = append(members, &pool.Member{Name: u.Name, API: u.API, Provider: u.Provider, Models: u.Models, Aliases: aliasKeys(u), Priority: u.Priority, Weight: u.Weight})
 		clients[u.Name] = c
 	}
 	return &failover.Set{Pool: pool.New(members, pool.Options{}), Clients: clients}, ups, nil
@@ -76,7 +76,7 @@ func newRouter(cfg config.Config, getenv func(string) (string, bool), cl *clouds
 		ms := r.Current().Pool.Members()
 		out := make([]metrics.UpstreamState, len(ms))
 		for i, mb := range ms {
-			out[i] = metrics.UpstreamState{Name: mb.Name, State: mb.State(now).String()}
+			out[i] = metrics.UpstreamState{Name: mb.Name, API: mb.API, Provider: mb.ProviderName(), State: mb.State(now).String()}
 		}
 		return out
 	})
@@ -97,4 +97,39 @@ func logUpstreams(log *slog.Logger, ups []config.Upstream) {
 			slog.String("url", redact.URL(u.URL)), slog.Int("priority", u.Priority), slog.Int("weight", u.Weight),
 			slog.Bool("key", u.APIKey != ""))
 	}
+}
+
+// aliasKeys are u's alias globs in the file's order: the client model
+// names its aliases answer to (the pool lists those without globs at
+// GET /v1/models).
+func aliasKeys(u config.Upstream) []string {
+	if len(u.Aliases) == 0 {
+		return nil
+	}
+	out := make([]string, len(u.Aliases))
+	for i, a := range u.Aliases {
+		out[i] = a.Glob
+	}
+	return out
+}
+
+// readyUpstream is one upstream as /readyz lists it: what it is and this
+// instance's passive view of its health. Never its URL or key.
+type readyUpstream struct {
+	Name     string `json:"name"`
+	API      string `json:"api"`
+	Provider string `json:"provider"`
+	State    string `json:"state"` // closed, cooling, open, half_open
+}
+
+// readyUpstreams lists r's current upstreams in their configured order.
+// An open circuit does not make the instance unready: the others, or
+// the probe, still serve.
+func readyUpstreams(r *failover.Router) []readyUpstream {
+	sn := r.Snapshot()
+	out := make([]readyUpstream, len(sn))
+	for i, u := range sn {
+		out[i] = readyUpstream{Name: u.Name, API: u.API, Provider: u.Provider, State: u.State.String()}
+	}
+	return out
 }

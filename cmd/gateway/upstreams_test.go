@@ -59,6 +59,9 @@ func TestUpstreamsFileAndReload(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
+		if p := resp.Header.Get("X-Corral-Provider"); p != "openai" {
+			t.Errorf("X-Corral-Provider = %q; want openai", p)
+		}
 		return resp.StatusCode, resp.Header.Get("X-Corral-Upstream"), string(body)
 	}
 	reload := func() (int, string) {
@@ -83,6 +86,14 @@ func TestUpstreamsFileAndReload(t *testing.T) {
 	if code, by, _ := chat("two"); code != 200 || by != "b" || <-seen["b"] != "Bearer sk-upstream-b" {
 		t.Fatalf("after reload: %d by %q", code, by)
 	}
+	// What the running set is shows in /readyz and /metrics: the new
+	// upstream, its API and provider.
+	if got, want := getBody(t, srv.URL+"/readyz", ""), `"upstreams":[{"name":"b","api":"openai","provider":"openai","state":"closed"}]`; !strings.Contains(got, want) {
+		t.Errorf("/readyz after reload = %s; want %s", got, want)
+	}
+	if got, want := getBody(t, srv.URL+"/metrics", "adm"), `corral_upstream_info{api="openai",provider="openai",upstream="b"} 1`; !strings.Contains(got, want) || strings.Contains(got, `corral_upstream_info{api="openai",provider="openai",upstream="a"}`) {
+		t.Errorf("/metrics after reload: want %s and no info series of a", want)
+	}
 	write("upstreams:\n  - name: c\n    url: " + b.URL + "/v1\n    api_key_env: KEY_MISSING\n")
 	code, body := reload()
 	if code != 400 || !strings.Contains(body, "upstreams.yaml:4: upstreams[0].api_key_env: the environment variable KEY_MISSING is not set") {
@@ -100,4 +111,24 @@ func TestUpstreamsFileAndReload(t *testing.T) {
 			t.Errorf("an upstream key reached the logs or an answer")
 		}
 	}
+}
+
+// getBody GETs url (with the admin token when it is not "") and returns
+// the body of its 200.
+func getBody(t *testing.T, url, token string) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, body)
+	}
+	return string(body)
 }

@@ -167,16 +167,22 @@ func (c *Coalescer) storeAnswer(ctx context.Context, req *Request, k keys, e *en
 	return c.store(ctx, k.entry, e, entry.StoreTTL(req.TTL, req.StaleWhileRevalidate, req.StaleIfError))
 }
 
-// upstreamHeader names the upstream that produced an answer; an assembled
-// stream's entry keeps it like a plain answer's (entry.KeepHeaders).
-const upstreamHeader = "X-Corral-Upstream"
+// upstreamHeader names the upstream that produced an answer and
+// providerHeader who runs it; an assembled stream's entry keeps them like
+// a plain answer's (entry.KeepHeaders).
+const (
+	upstreamHeader = "X-Corral-Upstream"
+	providerHeader = "X-Corral-Provider"
+)
 
 // answerEntry is the stored form of an assembled stream: JSON, naming the
-// upstream that streamed it when h does.
+// upstream that streamed it (and its provider) when h does.
 func answerEntry(body []byte, u wire.Usage, h map[string][]string) *entry.Entry {
 	header := map[string][]string{"Content-Type": {"application/json"}}
-	if v := h[upstreamHeader]; len(v) > 0 {
-		header[upstreamHeader] = v
+	for _, k := range [...]string{upstreamHeader, providerHeader} {
+		if v := h[k]; len(v) > 0 {
+			header[k] = v
+		}
 	}
 	e := &entry.Entry{Status: 200, Header: header, Body: body}
 	setUsage(e, u)
@@ -218,13 +224,17 @@ func (c *Coalescer) publish(ctx context.Context, req *Request, k keys, st *state
 			// in the record meanwhile, so the followers on other instances
 			// get every one, in order, one local write later.
 			c.awaitRelayed(req, st, cur)
-			// The first batch names the upstream answering, for the
-			// X-Corral-Upstream of followers on other instances.
-			var upstream string
+			// The first batch names the upstream answering and its
+			// provider, for the X-Corral-Upstream and X-Corral-Provider
+			// of followers on other instances.
+			var origin StreamOrigin
 			if v := st.header[upstreamHeader]; len(v) > 0 {
-				upstream = v[0]
+				origin.Upstream = v[0]
 			}
-			err = c.o.Streams.Start(ctx, k.stream, upstream, batch)
+			if v := st.header[providerHeader]; len(v) > 0 {
+				origin.Provider = v[0]
+			}
+			err = c.o.Streams.Start(ctx, k.stream, origin, batch)
 		} else {
 			err = c.o.Streams.Append(ctx, k.stream, batch)
 		}

@@ -56,8 +56,9 @@ type Bus interface {
 // Streams carries a live stream between instances.
 type Streams interface {
 	// Start adds a stream's first events, recording the upstream that
-	// answers it (empty: none named) for the readers' header.
-	Start(ctx context.Context, key, upstream string, events [][]byte) error
+	// answers it and its provider (empty: none named) for the readers'
+	// header.
+	Start(ctx context.Context, key string, origin StreamOrigin, events [][]byte) error
 	// Append adds events to key's stream.
 	Append(ctx context.Context, key string, events [][]byte) error
 	// End marks the stream finished; cleanly when cause is nil.
@@ -77,9 +78,18 @@ type StreamBatch struct {
 	Next   string // the id to read after next time
 	Ended  bool   // the end marker was read
 	Err    error  // with Ended: nil for a clean end, else why it broke
-	// Upstream is the upstream its Start recorded, in the batch holding
-	// the first event.
+	// Upstream and Provider are what its Start recorded, in the batch
+	// holding the first event.
 	Upstream string
+	Provider string
+}
+
+// StreamOrigin names who answers a live stream: the upstream and its
+// provider, as X-Corral-Upstream and X-Corral-Provider show them ("":
+// none named).
+type StreamOrigin struct {
+	Upstream string
+	Provider string
 }
 
 // Health is Redis's health as the instance sees it (internal/breaker):

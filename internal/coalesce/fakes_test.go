@@ -29,11 +29,11 @@ type cluster struct {
 }
 
 type memStream struct {
-	events   [][]byte
-	ended    bool
-	err      error
-	upstream string        // what Start recorded
-	wake     chan struct{} // closed and replaced on every change
+	events [][]byte
+	ended  bool
+	err    error
+	origin coalesce.StreamOrigin // what Start recorded
+	wake   chan struct{}         // closed and replaced on every change
 }
 
 func newCluster() *cluster {
@@ -187,9 +187,9 @@ func (c *cluster) streamLocked(key string) *memStream {
 	return s
 }
 
-func (c *cluster) Start(ctx context.Context, key, upstream string, events [][]byte) error {
+func (c *cluster) Start(ctx context.Context, key string, origin coalesce.StreamOrigin, events [][]byte) error {
 	c.mu.Lock()
-	c.streamLocked(key).upstream = upstream
+	c.streamLocked(key).origin = origin
 	c.mu.Unlock()
 	return c.Append(ctx, key, events)
 }
@@ -225,7 +225,7 @@ func (c *cluster) Read(ctx context.Context, key, after string, block time.Durati
 		if from < len(s.events) || s.ended {
 			b := coalesce.StreamBatch{Events: append([][]byte(nil), s.events[from:]...), Next: strconv.Itoa(len(s.events)), Ended: s.ended, Err: s.err}
 			if from == 0 {
-				b.Upstream = s.upstream
+				b.Upstream, b.Provider = s.origin.Upstream, s.origin.Provider
 			}
 			c.mu.Unlock()
 			return b, nil

@@ -350,25 +350,28 @@ func (c *Coalescer) watch(name string) (<-chan struct{}, func()) {
 func (c *Coalescer) mirror(ctx context.Context, req *Request, k keys, st *state) (Outcome, error) {
 	st.mirrored = true
 	// The followers' header goes out with the first batch read, which
-	// names the leader's upstream (X-Corral-Upstream, as the leader's own
-	// clients get it); on every other way out it goes without.
+	// names the leader's upstream and its provider (X-Corral-Upstream and
+	// X-Corral-Provider, as the leader's own clients get them); on every other way out it goes without.
 	var once sync.Once
-	begin := func(upstream string) {
+	begin := func(origin StreamOrigin) {
 		once.Do(func() {
 			st.header = map[string][]string{"Content-Type": {"text/event-stream"}}
-			if upstream != "" {
-				st.header[upstreamHeader] = []string{upstream}
+			if origin.Upstream != "" {
+				st.header[upstreamHeader] = []string{origin.Upstream}
+			}
+			if origin.Provider != "" {
+				st.header[providerHeader] = []string{origin.Provider}
 			}
 			close(st.streaming)
 		})
 	}
-	defer begin("")
+	defer begin(StreamOrigin{})
 	holder, _ := c.o.Locker.Holder(ctx, k.lock)
 	// A blocking read may not return before its block time when ctx ends
 	// (a socket read is not interrupted): the followers' streams end at
 	// once all the same, with ctx's cause (Stop's ErrShutdown).
 	defer context.AfterFunc(ctx, func() {
-		begin("") // before the first batch: the followers' streams start, to end at once
+		begin(StreamOrigin{}) // before the first batch: the followers' streams start, to end at once
 		st.rec.Close(context.Cause(ctx))
 	})()
 	block := max(c.o.LockTTL/4, 20*time.Millisecond)
@@ -382,7 +385,7 @@ func (c *Coalescer) mirror(ctx context.Context, req *Request, k keys, st *state)
 		}
 		c.o.Health.Record(err)
 		if len(b.Events) > 0 || b.Ended {
-			begin(b.Upstream)
+			begin(StreamOrigin{Upstream: b.Upstream, Provider: b.Provider})
 		}
 		for _, ev := range b.Events {
 			st.rec.Append(ev)

@@ -168,6 +168,7 @@ type AuditEvent struct {
 type Upstream struct {
 	Name         string
 	API          string
+	Provider     string // openai, anthropic, azure, bedrock, vertex
 	State        string // closed, cooling, open, half_open
 	Failures     int    // the run counting toward the circuit
 	OpenUntil    time.Time

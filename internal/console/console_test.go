@@ -14,10 +14,11 @@ import (
 
 // fakeBackend answers the console from fixed data; changes are recorded.
 type fakeBackend struct {
-	tenants []Tenant
-	usage   Usage
-	changes []string
-	allDays atomic.Int64 // UsageDays calls
+	tenants   []Tenant
+	usage     Usage
+	changes   []string
+	allDays   atomic.Int64 // UsageDays calls
+	upstreams []Upstream
 }
 
 var _ Backend = (*fakeBackend)(nil)
@@ -64,7 +65,7 @@ func (f *fakeBackend) TenantDays(context.Context, string, time.Time, time.Time) 
 	return nil, nil
 }
 func (f *fakeBackend) Audit(context.Context, int) ([]AuditEvent, error) { return nil, nil }
-func (f *fakeBackend) Upstreams() []Upstream                            { return nil }
+func (f *fakeBackend) Upstreams() []Upstream                            { return f.upstreams }
 func (f *fakeBackend) FlightsInProgress() int                           { return 0 }
 func (f *fakeBackend) LastHour() ([]string, []Minute)                   { return []string{"HIT"}, nil }
 

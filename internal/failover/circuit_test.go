@@ -255,6 +255,15 @@ func TestScopedUpstreamPassedOverForEndpointsItDoesNotServe(t *testing.T) {
 	if got := r2.Primary("openai", "/files"); got != "" {
 		t.Errorf("only a cloud: Primary = %q; want none", got)
 	}
+	// A follow-up pinned by name (an object's record) is not sent to a
+	// cloud either: the name may have become one in a reload.
+	before := cloud.calls.Load()
+	if _, err := r2.DoAt(context.Background(), "cloud", upstream.Request{Method: "GET", Path: "/files/file-1"}); !errors.Is(err, ErrNotServed) {
+		t.Errorf("pinned to a cloud: %v; want ErrNotServed", err)
+	}
+	if n := cloud.calls.Load() - before; n != 0 {
+		t.Errorf("pinned to a cloud: %d calls reached it; want none", n)
+	}
 }
 
 // chatOnly serves chat completions only, as a cloud's runtime API does.

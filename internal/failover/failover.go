@@ -35,6 +35,21 @@ import (
 // itself is dropped.
 const UpstreamHeader = "X-Corral-Upstream"
 
+// ProviderHeader names, beside UpstreamHeader, who runs that upstream
+// (openai, anthropic, azure, bedrock, vertex), so a client can tell a
+// Claude answer from Bedrock from one from Anthropic's own API. Any
+// header of that name an upstream sends itself is dropped.
+const ProviderHeader = "X-Corral-Provider"
+
+// nameAnswer sets the headers that say which upstream produced resp, replacing
+// any of those names the upstream sent itself.
+func nameAnswer(resp *http.Response, m *pool.Member) {
+	resp.Header.Del(UpstreamHeader)
+	resp.Header.Del(ProviderHeader)
+	resp.Header.Set(UpstreamHeader, m.Name)
+	resp.Header.Set(ProviderHeader, m.ProviderName())
+}
+
 // Doer calls one upstream (upstream.Client).
 type Doer interface {
 	Do(ctx context.Context, req upstream.Request) (*http.Response, error)
@@ -139,7 +154,8 @@ var ErrNotServed = errors.New("failover: no upstream serves this endpoint")
 var ErrNoneAvailable = errors.New("failover: every upstream for this model is cooling down or has its circuit open")
 
 // Do sends req to the candidates for api and model in turn and returns the
-// first answer that is not a failover trigger, with UpstreamHeader set.
+// first answer that is not a failover trigger, with UpstreamHeader and
+// ProviderHeader set.
 // When every candidate failed, the last failure is returned as it was: the
 // last trigger status as a response, or the last call error. A request
 // with a streamed body (req.Stream) gets one attempt: its bytes cannot be
@@ -185,8 +201,7 @@ func (r *Router) Do(ctx context.Context, api, model string, req upstream.Request
 			}
 			continue
 		}
-		resp.Header.Del(UpstreamHeader)
-		resp.Header.Set(UpstreamHeader, m.Name)
+		nameAnswer(resp, m)
 		if answer {
 			resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel, span: span}
 			return resp, nil
@@ -232,7 +247,8 @@ func servedBy(set *Set, cands []*pool.Member, api, model string, req upstream.Re
 
 // DoAt sends req to the upstream called name only: a follow-up on an
 // object goes to the upstream that holds it, whatever its health (no
-// other has the object). A failure still feeds its health; a success
+// other has the object). An upstream that does not serve req's path
+// (Scoped) is never sent it: ErrNotServed. A failure still feeds its health; a success
 // does not close its open circuit (only a probe does).
 func (r *Router) DoAt(ctx context.Context, name string, req upstream.Request) (*http.Response, error) {
 	set := r.set.Load()
@@ -240,6 +256,11 @@ func (r *Router) DoAt(ctx context.Context, name string, req upstream.Request) (*
 	m := set.Pool.Member(name)
 	if !ok || m == nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownUpstream, name)
+	}
+	if !serves(c, req.Method, req.Path) {
+		// The name now runs on a cloud that keeps no objects (a reload
+		// changed its provider): the object is not there to follow.
+		return nil, ErrNotServed
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	start := time.Now()
@@ -252,8 +273,7 @@ func (r *Router) DoAt(ctx context.Context, name string, req upstream.Request) (*
 		cancel()
 		return nil, err
 	}
-	resp.Header.Del(UpstreamHeader)
-	resp.Header.Set(UpstreamHeader, m.Name)
+	nameAnswer(resp, m)
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel, span: span}
 	return resp, nil
 }
@@ -297,32 +317,6 @@ func Single(name, api string, c Doer, o Options) *Router {
 // which costs the tenant nothing. It is a moment's view: Do decides.
 func (r *Router) CanTake(api, model string) bool {
 	return r.set.Load().Pool.CanTake(api, model)
-}
-
-// Primary names the first upstream of api by priority (configured order
-// among equals) that serves a GET of path: where lists of stored objects
-// are read, so pages follow one another on one upstream. "" when none
-// does.
-func (r *Router) Primary(api, path string) string {
-	set := r.set.Load()
-	best := -1
-	name := ""
-	for _, m := range set.Pool.Members() {
-		if m.API == api && (best < 0 || m.Priority < best) && serves(set.Clients[m.Name], http.MethodGet, path) {
-			best, name = m.Priority, m.Name
-		}
-	}
-	return name
-}
-
-// Names lists the current Set's upstreams in their configured order.
-func (r *Router) Names() []string {
-	ms := r.set.Load().Pool.Members()
-	out := make([]string, len(ms))
-	for i, m := range ms {
-		out[i] = m.Name
-	}
-	return out
 }
 
 // judge feeds one attempt's outcome to m's health (c says whose call it
@@ -442,9 +436,11 @@ func (r *Router) attempt(ctx context.Context, m *pool.Member, model string, req 
 	}
 	op := telemetry.Operation(req.Path)
 	name := telemetry.Method(req.Method)
-	attrs := make([]attribute.KeyValue, 0, 7)
-	attrs = append(attrs, telemetry.Upstream.String(m.Name), telemetry.Attempt.Int(n),
-		telemetry.GenAIProvider.String(m.API), telemetry.GenAISystem.String(m.API))
+	provider := m.ProviderName()
+	genAI := telemetry.GenAIProviderName(provider)
+	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs = append(attrs, telemetry.Upstream.String(m.Name), telemetry.UpstreamProvider.String(provider), telemetry.Attempt.Int(n),
+		telemetry.GenAIProvider.String(genAI), telemetry.GenAISystem.String(genAI))
 	if op != "" {
 		name = op
 		attrs = append(attrs, telemetry.GenAIOperation.String(op))

@@ -33,6 +33,7 @@ func newFake(t *testing.T, status int, h http.Header) *fakeUpstream {
 			w.Header()[k] = v
 		}
 		w.Header().Set(UpstreamHeader, "spoofed")
+		w.Header().Set(ProviderHeader, "spoofed")
 		w.WriteHeader(int(f.status.Load()))
 		_, _ = io.WriteString(w, `{"from":"`+r.Host+`"}`)
 	}))

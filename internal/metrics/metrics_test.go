@@ -110,3 +110,35 @@ func TestCountLogDropsReadsTheSink(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestUpstreamInfo: every upstream has one info series naming its API and
+// provider, beside its state series, read afresh at each scrape.
+func TestUpstreamInfo(t *testing.T) {
+	m := New()
+	ups := []UpstreamState{
+		{Name: "claude", API: "anthropic", Provider: "anthropic", State: "closed"},
+		{Name: "bedrock-us", API: "anthropic", Provider: "bedrock", State: "open"},
+	}
+	m.EnableUpstreams(func() []UpstreamState { return ups })
+	want := `
+# HELP corral_upstream_info 1 for each configured upstream, naming its API (openai, anthropic) and provider (openai, anthropic, azure, bedrock, vertex).
+# TYPE corral_upstream_info gauge
+corral_upstream_info{api="anthropic",provider="anthropic",upstream="claude"} 1
+corral_upstream_info{api="anthropic",provider="bedrock",upstream="bedrock-us"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "corral_upstream_info"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(m.up.states, "corral_upstream_state"); n != 2*len(upstreamStates) {
+		t.Errorf("corral_upstream_state series = %d; want %d (unchanged: one per upstream and state)", n, 2*len(upstreamStates))
+	}
+	ups = ups[:1] // a reload dropped bedrock-us
+	want = `
+# HELP corral_upstream_info 1 for each configured upstream, naming its API (openai, anthropic) and provider (openai, anthropic, azure, bedrock, vertex).
+# TYPE corral_upstream_info gauge
+corral_upstream_info{api="anthropic",provider="anthropic",upstream="claude"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "corral_upstream_info"); err != nil {
+		t.Errorf("after a reload: %v", err)
+	}
+}

@@ -7,10 +7,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// UpstreamState is one upstream's health at scrape time.
+// UpstreamState is one upstream's health at scrape time, and what it is.
 type UpstreamState struct {
-	Name  string
-	State string // closed, cooling, open, half_open
+	Name     string
+	API      string // openai, anthropic
+	Provider string // openai, anthropic, azure, bedrock, vertex
+	State    string // closed, cooling, open, half_open
 }
 
 // upstreamMetrics are the per-upstream collectors; names are bounded by
@@ -22,9 +24,12 @@ type upstreamMetrics struct {
 }
 
 // stateCollector reports every upstream's circuit state when scraped, so
-// a cooldown that ran out shows at once, not at the next call.
+// a cooldown that ran out shows at once, not at the next call, and its
+// info series (what it is), so a reload that changes an upstream's
+// provider shows at the next scrape.
 type stateCollector struct {
 	desc *prometheus.Desc
+	info *prometheus.Desc
 
 	mu   sync.Mutex // protects read
 	read func() []UpstreamState
@@ -32,7 +37,7 @@ type stateCollector struct {
 
 var upstreamStates = []string{"closed", "cooling", "open", "half_open"}
 
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.info }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
@@ -42,6 +47,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, u := range read() {
+		ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, u.Name, u.API, u.Provider)
 		for _, s := range upstreamStates {
 			v := 0.0
 			if s == u.State {
@@ -67,6 +73,10 @@ func (m *Metrics) EnableUpstreams(read func() []UpstreamState) {
 		}, "upstream"),
 		states: &stateCollector{
 			desc: prometheus.NewDesc("corral_upstream_state", "1 for each upstream's current passive-health state (closed, cooling, open, half_open), 0 for the others.", []string{"upstream", "state"}, nil),
+			// An info series, as Prometheus's own build_info: joined on
+			// upstream, it adds the provider to any per-upstream series
+			// without a label more on each of them.
+			info: prometheus.NewDesc("corral_upstream_info", "1 for each configured upstream, naming its API (openai, anthropic) and provider (openai, anthropic, azure, bedrock, vertex).", []string{"upstream", "api", "provider"}, nil),
 			read: read,
 		},
 	}

@@ -49,6 +49,10 @@ type Member struct {
 	// Models are globs (path.Match syntax) of the models it serves; nil
 	// serves every model.
 	Models []string
+	// Aliases are the keys of its aliases (client model globs mapped to
+	// the provider's ids), in the file's order: with Models, the names a
+	// client may send it (GET /v1/models lists those without globs).
+	Aliases []string
 	// Priority: lower tiers are tried first.
 	Priority int
 	// Weight is its share of traffic within its tier (≥ 1).
@@ -432,8 +436,11 @@ func (m *Member) Observe(d time.Duration, failed bool, now time.Time) {
 // Snapshot is a member's health and traffic at one moment, read-only:
 // what an operator's page shows.
 type Snapshot struct {
-	Name     string
-	API      string
+	Name string
+	API  string
+	// Provider is who runs it (ProviderName): openai, anthropic, azure,
+	// bedrock or vertex.
+	Provider string
 	Priority int
 	Weight   int
 	State    State
@@ -456,7 +463,7 @@ type Snapshot struct {
 func (m *Member) Snapshot(now time.Time) Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	sn := Snapshot{Name: m.Name, API: m.API, Priority: m.Priority, Weight: m.Weight, State: m.stateLocked(now),
+	sn := Snapshot{Name: m.Name, API: m.API, Provider: m.ProviderName(), Priority: m.Priority, Weight: m.Weight, State: m.stateLocked(now),
 		OpenUntil: m.openTill, Failures: m.run.counted(), Calls: m.calls, Failed: m.failed, LastFailure: m.lastErr, Latency: m.latency}
 	if now.Before(m.coolTill) {
 		sn.CoolingUntil = m.coolTill

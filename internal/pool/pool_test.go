@@ -325,3 +325,23 @@ func TestSnapshot(t *testing.T) {
 		t.Errorf("after %d failures: %+v; want open until %v", FailuresToOpen, got, now.Add(OpenFor))
 	}
 }
+
+// TestSnapshotProvider: a snapshot names who runs the upstream, and an
+// upstream configured without a provider (the lone default, the demo's
+// mock) is its API's own.
+func TestSnapshotProvider(t *testing.T) {
+	tests := []struct {
+		give *Member
+		want string
+	}{
+		{give: &Member{Name: "a", API: "anthropic", Provider: "bedrock", Weight: 1}, want: "bedrock"},
+		{give: &Member{Name: "b", API: "openai", Provider: "azure", Weight: 1}, want: "azure"},
+		{give: &Member{Name: "c", API: "anthropic", Weight: 1}, want: "anthropic"},
+		{give: &Member{Name: "d", API: "openai", Weight: 1}, want: "openai"},
+	}
+	for _, tt := range tests {
+		if got := New([]*Member{tt.give}, Options{}).Snapshot()[0]; got.Provider != tt.want || got.API != tt.give.API {
+			t.Errorf("%s: snapshot provider %q api %q; want %q %q", tt.give.Name, got.Provider, got.API, tt.want, tt.give.API)
+		}
+	}
+}

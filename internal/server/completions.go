@@ -11,6 +11,7 @@ import (
 
 	"github.com/corralhq/corral/internal/coalesce"
 	"github.com/corralhq/corral/internal/coalesce/flight"
+	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/keying"
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/ratelimit"
@@ -200,7 +201,9 @@ func (s *Server) serveBypass(w http.ResponseWriter, r *http.Request, c *call) {
 	ro := relayOptions{format: c.format, endpoint: c.endpoint, skip: c.format.Hidden(c.facts)}
 	ro.usage = func(u wire.Usage) { // called on a 200 answer only
 		rec.usageRow = answeredModel(u.Model, c.facts.Model)
-		rec.cost = s.chargeBypass(c.t.Scope, c.facts.Model, u, estimate)
+		// The answer's headers are the response's by now: they name
+		// the upstream that answered.
+		rec.cost = s.chargeBypass(c.t.Scope, c.facts.Model, w.Header().Get(failover.UpstreamHeader), u, estimate)
 	}
 	body := c.body
 	if prepared, changed := c.format.Prepare(c.facts, c.body); changed {

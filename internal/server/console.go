@@ -214,7 +214,7 @@ func (b consoleBackend) Upstreams() []console.Upstream {
 	}
 	var out []console.Upstream
 	for _, m := range sn.Snapshot() {
-		out = append(out, console.Upstream{Name: m.Name, API: m.API, State: m.State.String(), Failures: m.Failures,
+		out = append(out, console.Upstream{Name: m.Name, API: m.API, Provider: m.Provider, State: m.State.String(), Failures: m.Failures,
 			OpenUntil: m.OpenUntil, CoolingUntil: m.CoolingUntil, Calls: m.Calls, Failed: m.Failed, LastFailure: m.LastFailure, Latency: m.Latency})
 	}
 	return out

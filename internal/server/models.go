@@ -11,16 +11,22 @@ import (
 
 // handleModels lists the models the tenant may use. A tenant with an
 // allow-list gets that list without an upstream call; a tenant without one
-// gets the upstream's list.
+// gets the configuration's names when a cloud serves the API (a cloud's
+// runtime API lists no models, and Azure's list names deployments, not
+// what clients send), else the upstream's list.
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	t, _ := tenant.FromContext(r.Context())
 	if r.Header.Get("Anthropic-Version") != "" {
 		s.anthropicModels(w, r, t)
 		return
 	}
-	if t.Models == nil {
-		s.handleProxy(w, r)
-		return
+	names := t.Models
+	if names == nil {
+		var fromConfig bool
+		if names, fromConfig = s.up.ModelNames(apiOpenAI); !fromConfig {
+			s.handleProxy(w, r)
+			return
+		}
 	}
 	type model struct {
 		ID      string `json:"id"`
@@ -31,8 +37,8 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	list := struct {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
-	}{Object: "list", Data: make([]model, 0, len(t.Models))}
-	for _, m := range t.Models {
+	}{Object: "list", Data: make([]model, 0, len(names))}
+	for _, m := range names {
 		list.Data = append(list.Data, model{ID: m, Object: "model", OwnedBy: "corral"})
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -40,10 +46,15 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 }
 
 // anthropicModels answers GET /v1/models from an Anthropic client (it sends
-// anthropic-version) in Anthropic's list shape: the allow-list, or the
-// list of the first anthropic upstream.
+// anthropic-version) in Anthropic's list shape: the allow-list, the
+// configuration's names when a cloud serves Anthropic's API, or the list
+// of the first anthropic upstream.
 func (s *Server) anthropicModels(w http.ResponseWriter, r *http.Request, t *tenant.Tenant) {
-	if t.Models == nil {
+	names := t.Models
+	if names == nil {
+		names, _ = s.up.ModelNames(apiAnthropic)
+	}
+	if names == nil {
 		pin := s.up.Primary(apiAnthropic, "/models")
 		if pin == "" {
 			writeError(w, errNoAnthropicUpstream)
@@ -53,7 +64,7 @@ func (s *Server) anthropicModels(w http.ResponseWriter, r *http.Request, t *tena
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(anthropic.NewModelList(t.Models, "1970-01-01T00:00:00Z"))
+	_ = json.NewEncoder(w).Encode(anthropic.NewModelList(names, "1970-01-01T00:00:00Z"))
 }
 
 var errNoAnthropicUpstream = clientError(http.StatusNotFound, "model_not_found", "No upstream of this gateway serves Anthropic's API.")

@@ -33,6 +33,7 @@ func (s *Server) serveEntry(w http.ResponseWriter, c *call, e *entry.Entry, sour
 	maps.Copy(h, e.Header)
 	if source != cacheMiss && source != cacheCoalesced {
 		h.Del(failover.UpstreamHeader) // a stored answer was produced by no upstream now
+		h.Del(failover.ProviderHeader)
 	}
 	setCacheHeaders(h, source, e, stored, c.ctl, s.now())
 	if c.facts.Stream && e.Status == http.StatusOK {

@@ -166,7 +166,7 @@ func tracedFailover(l *spanLog, primary, secondary *fakeUpstream) func(*harnessO
 // gpt-4o-mini's chat call with in and out tokens.
 func answered(upstream string, n, in, out int) map[string]any {
 	return map[string]any{
-		"corral.upstream": upstream, "corral.attempt": int64(n), "corral.outcome": "answer",
+		"corral.upstream": upstream, "corral.upstream.provider": "openai", "corral.attempt": int64(n), "corral.outcome": "answer",
 		"gen_ai.provider.name": "openai", "gen_ai.system": "openai", "gen_ai.operation.name": "chat",
 		"gen_ai.request.model": "gpt-4o-mini", "gen_ai.response.model": "gpt-4o-mini",
 		"gen_ai.usage.input_tokens": int64(in), "gen_ai.usage.output_tokens": int64(out),

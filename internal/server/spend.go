@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/corralhq/corral/internal/cache/entry"
+	"github.com/corralhq/corral/internal/failover"
 	"github.com/corralhq/corral/internal/spend"
 	"github.com/corralhq/corral/internal/usage"
 	"github.com/corralhq/corral/internal/wire"
@@ -17,15 +18,23 @@ type pricedAnswer struct {
 }
 
 // priceEntry prices an answer's usage: the model the upstream answered
-// with, else (absent from the answer, or without a price) the one the
-// client asked for. A hit is priced the same way, from the usage its entry
-// kept, so what it saved is what the call would cost today.
+// with, else (absent from the answer, or without a price) the alias key
+// of the answering upstream that the requested model matched (the
+// operator's name for it: a cloud's deployment may answer with a name no
+// price lists), else the one the client asked for. A hit is priced the
+// same way, from the usage and upstream its entry kept, so what it saved
+// is what the call would cost today.
 func (s *Server) priceEntry(e *entry.Entry, requested string) pricedAnswer {
 	if e == nil || e.Status != http.StatusOK {
 		return pricedAnswer{label: spend.OtherModel}
 	}
 	cat := s.prices.Load()
 	p, ok := cat.Lookup(e.Model)
+	if !ok {
+		if v := e.Header[failover.UpstreamHeader]; len(v) > 0 {
+			p, ok = cat.Lookup(s.up.AliasKey(v[0], requested))
+		}
+	}
 	if !ok {
 		p, ok = cat.Lookup(requested)
 	}
@@ -61,11 +70,16 @@ func (s *Server) callCost(e *entry.Entry, requested string, estimate spend.Nanod
 // chargeBypass counts what a BYPASS call's answer used and cost, read
 // from the answer as it was relayed; an answer whose usage is unknown
 // (u.Known false: none came, or none Corral believes) costs estimate, the
-// priced estimate its reservation holds. The call itself is counted where
+// priced estimate its reservation holds. upstream is the one that answered
+// (its alias key prices the call when the answer's model has no price).
+// The call itself is counted where
 // every forwarded call is (countForwarded).
-func (s *Server) chargeBypass(tenant, requested string, u wire.Usage, estimate spend.Nanodollars) spend.Nanodollars {
+func (s *Server) chargeBypass(tenant, requested, upstream string, u wire.Usage, estimate spend.Nanodollars) spend.Nanodollars {
 	e := &entry.Entry{Status: http.StatusOK, Model: u.Model, PromptTokens: u.Prompt,
 		CompletionTokens: u.Completion, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite, UsageUnread: !u.Known}
+	if upstream != "" {
+		e.Header = map[string][]string{failover.UpstreamHeader: {upstream}}
+	}
 	c := s.callCounters(tenant, requested, e, estimate)
 	c.UpstreamCalls = 0
 	for name, m := range c.ByModel { // and in its row

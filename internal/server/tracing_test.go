@@ -142,7 +142,7 @@ func TestTraceFailover(t *testing.T) {
 		first, second = second, first
 	}
 	wantAttrs(t, first, map[string]any{
-		"corral.upstream": "primary", "corral.attempt": int64(1), "corral.outcome": "retry",
+		"corral.upstream": "primary", "corral.upstream.provider": "openai", "corral.attempt": int64(1), "corral.outcome": "retry",
 		"gen_ai.provider.name": "openai", "gen_ai.system": "openai", "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
 		"http.response.status_code": int64(503), "error.type": "503",
 	})

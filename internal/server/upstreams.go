@@ -29,6 +29,14 @@ type Upstreams interface {
 	Primary(api, path string) string
 	// CanTake reports whether Do would find an upstream for a model now.
 	CanTake(api, model string) bool
+	// ModelNames lists the model names the configuration gives an API's
+	// upstreams (alias keys, models that are no globs); fromConfig is
+	// false, and the list is the upstream's to give, unless a cloud
+	// upstream (azure, bedrock, vertex) serves the API.
+	ModelNames(api string) (names []string, fromConfig bool)
+	// AliasKey is the alias glob of the named upstream that model
+	// matched ("" when none did), for pricing.
+	AliasKey(upstream, model string) string
 }
 
 var _ Upstreams = (*failover.Router)(nil)

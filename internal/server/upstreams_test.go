@@ -28,6 +28,7 @@ import (
 // checking that every call carries this upstream's own key.
 type fakeUpstream struct {
 	name, key string
+	provider  string // who runs it ("": the API's own, openai)
 	srv       *httptest.Server
 	calls     atomic.Int64
 	status    atomic.Int64 // 0: answer; else this status
@@ -73,7 +74,7 @@ func routerWith(o failover.Options, specs ...upSpec) *failover.Router {
 		if err != nil {
 			panic(err) // an httptest URL always parses
 		}
-		ms = append(ms, &pool.Member{Name: s.f.name, API: "openai", Priority: s.priority, Weight: s.weight})
+		ms = append(ms, &pool.Member{Name: s.f.name, API: "openai", Provider: s.f.provider, Priority: s.priority, Weight: s.weight})
 		clients[s.f.name] = c
 	}
 	return failover.New(&failover.Set{Pool: pool.New(ms, pool.Options{}), Clients: clients}, o)
@@ -158,6 +159,7 @@ func TestFailoverBeforeTheFirstByteOnly(t *testing.T) {
 func TestCoalescingHoldsAcrossFailover(t *testing.T) {
 	primary := newFakeUpstream(t, "primary", mockllm.Options{Latency: 100 * time.Millisecond})
 	secondary := newFakeUpstream(t, "secondary", mockllm.Options{Latency: 100 * time.Millisecond})
+	secondary.provider = "azure"
 	primary.status.Store(503)
 	h, _ := distributed(t, 3, withRouters(upSpec{primary, 0, 1}, upSpec{secondary, 1, 1}))
 	answers := burst(h.bases(), 30, acmeKey, chatBody("failover herd"))
@@ -165,8 +167,8 @@ func TestCoalescingHoldsAcrossFailover(t *testing.T) {
 		if a.status != 200 || a.body != answers[0].body {
 			t.Fatalf("answer %d: %d %s", i, a.status, a.body)
 		}
-		if c := a.header.Get("X-Corral-Cache"); (c == "MISS" || c == "COALESCED") && a.header.Get("X-Corral-Upstream") != "secondary" {
-			t.Errorf("answer %d (%s) names upstream %q; want the leader's, secondary", i, c, a.header.Get("X-Corral-Upstream"))
+		if c := a.header.Get("X-Corral-Cache"); (c == "MISS" || c == "COALESCED") && (a.header.Get("X-Corral-Upstream") != "secondary" || a.header.Get("X-Corral-Provider") != "azure") {
+			t.Errorf("answer %d (%s) names upstream %q provider %q; want the leader's, secondary and azure", i, c, a.header.Get("X-Corral-Upstream"), a.header.Get("X-Corral-Provider"))
 		}
 	}
 	if n := secondary.calls.Load(); n != 1 {
@@ -176,8 +178,8 @@ func TestCoalescingHoldsAcrossFailover(t *testing.T) {
 		t.Errorf("the failing primary was tried %d times; want once, by the one leader", n)
 	}
 	// A hit names no upstream.
-	if hit := send(context.Background(), h.bases()[0], acmeKey, chatBody("failover herd")); hit.header.Get("X-Corral-Cache") != "HIT" || hit.header.Get("X-Corral-Upstream") != "" {
-		t.Errorf("hit: %s upstream %q", hit.header.Get("X-Corral-Cache"), hit.header.Get("X-Corral-Upstream"))
+	if hit := send(context.Background(), h.bases()[0], acmeKey, chatBody("failover herd")); hit.header.Get("X-Corral-Cache") != "HIT" || hit.header.Get("X-Corral-Upstream") != "" || hit.header.Get("X-Corral-Provider") != "" {
+		t.Errorf("hit: %s upstream %q provider %q; want neither named", hit.header.Get("X-Corral-Cache"), hit.header.Get("X-Corral-Upstream"), hit.header.Get("X-Corral-Provider"))
 	}
 }
 
@@ -266,12 +268,14 @@ func TestObjectsAreFollowedUpWhereTheyLive(t *testing.T) {
 	}
 }
 
-// A live stream's followers name the leader's upstream on every instance:
+// A live stream's followers name the leader's upstream and its provider
+// on every instance:
 // on the leader's, from its flight; on the others, from the first event of
 // the Redis stream they mirror.
 func TestLiveStreamFollowersNameTheLeadersUpstream(t *testing.T) {
 	slow := mockllm.Options{StreamChunks: 10, ChunkDelay: 50 * time.Millisecond}
 	primary, secondary := newFakeUpstream(t, "primary", slow), newFakeUpstream(t, "secondary", slow)
+	secondary.provider = "azure"
 	primary.status.Store(503)
 	h, _ := distributed(t, 3, withRouters(upSpec{primary, 0, 1}, upSpec{secondary, 1, 1}))
 	body := liveBody("followers name the leader's upstream")
@@ -282,7 +286,7 @@ func TestLiveStreamFollowersNameTheLeadersUpstream(t *testing.T) {
 		followers = append(followers, openStream(t, h.bases()[i%3], acmeKey, body))
 	}
 	lead := drain(leader)
-	if !lead.done || leader.header.Get("X-Corral-Cache") != cacheMiss || leader.header.Get("X-Corral-Upstream") != "secondary" {
+	if !lead.done || leader.header.Get("X-Corral-Cache") != cacheMiss || leader.header.Get("X-Corral-Upstream") != "secondary" || leader.header.Get("X-Corral-Provider") != "azure" {
 		t.Fatalf("leader: done=%v %s from %q", lead.done, leader.header.Get("X-Corral-Cache"), leader.header.Get("X-Corral-Upstream"))
 	}
 	for i, f := range followers {
@@ -290,8 +294,8 @@ func TestLiveStreamFollowersNameTheLeadersUpstream(t *testing.T) {
 		if d.text != lead.text || !d.done || f.header.Get("X-Corral-Cache") != cacheCoalesced {
 			t.Errorf("follower %d on instance %d: done=%v %s; want the leader's text, COALESCED", i, i%3, d.done, f.header.Get("X-Corral-Cache"))
 		}
-		if got := f.header.Get("X-Corral-Upstream"); got != "secondary" {
-			t.Errorf("follower %d on instance %d names upstream %q; want the leader's, secondary", i, i%3, got)
+		if got, prov := f.header.Get("X-Corral-Upstream"), f.header.Get("X-Corral-Provider"); got != "secondary" || prov != "azure" {
+			t.Errorf("follower %d on instance %d names upstream %q provider %q; want the leader's, secondary and azure", i, i%3, got, prov)
 		}
 	}
 	if n := secondary.calls.Load(); n != 1 {

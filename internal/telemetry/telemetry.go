@@ -59,6 +59,9 @@ const (
 	TokensSaved = attribute.Key("corral.tokens_saved")
 	// Upstream is the configured name of the upstream an attempt went to.
 	Upstream = attribute.Key("corral.upstream")
+	// UpstreamProvider is who runs that upstream, as the upstreams file
+	// names it: openai, anthropic, azure, bedrock, vertex.
+	UpstreamProvider = attribute.Key("corral.upstream.provider")
 	// Attempt counts an upstream call's attempts from 1.
 	Attempt = attribute.Key("corral.attempt")
 	// Outcome is how an attempt ended: answer, retry, cooldown, error,
@@ -103,6 +106,23 @@ const (
 	GenAIInputTokens   = attribute.Key("gen_ai.usage.input_tokens")
 	GenAIOutputTokens  = attribute.Key("gen_ai.usage.output_tokens")
 )
+
+// GenAIProviderName is the gen_ai.provider.name value of the conventions
+// for provider as the upstreams file names it: a model served through a
+// cloud is named by the cloud (aws.bedrock, gcp.vertex_ai,
+// azure.ai.openai), as the conventions' list does, not by the model's
+// maker. An unknown provider is returned as it is.
+func GenAIProviderName(provider string) string {
+	switch provider {
+	case "azure":
+		return "azure.ai.openai"
+	case "bedrock":
+		return "aws.bedrock"
+	case "vertex":
+		return "gcp.vertex_ai"
+	}
+	return provider
+}
 
 // Propagator reads and writes the W3C traceparent, tracestate and
 // baggage headers: a client's trace is continued, and every upstream call

@@ -79,6 +79,9 @@ var replayHeaders = []string{
 	// COALESCED answer carries the leader's; a HIT drops it (the server
 	// serves a stored answer without naming an upstream).
 	"X-Corral-Upstream",
+	// X-Corral-Provider names who runs that upstream, kept and dropped
+	// with it.
+	"X-Corral-Provider",
 }
 
 // KeepHeaders returns a copy of the headers of h worth replaying on a hit

@@ -64,6 +64,7 @@ func New(rdb redis.UniversalClient, opts Options) *Streams {
 const (
 	fieldEvent    = "e"   // one raw SSE event
 	fieldUpstream = "u"   // on the first event: the upstream answering (X-Corral-Upstream)
+	fieldProvider = "p"   // on the first event: who runs it (X-Corral-Provider); readers that know no "p" ignore it
 	fieldEnd      = "end" // "ok", or the reason the stream broke
 	endOK         = "ok"
 )
@@ -75,18 +76,19 @@ var ErrBroken = errors.New("livestream: leader's stream broke")
 // Append adds events in one round trip (a pipeline of XADDs and one
 // PEXPIRE).
 func (s *Streams) Append(ctx context.Context, key string, events [][]byte) error {
-	return s.appendEvents(ctx, key, "", events)
+	return s.appendEvents(ctx, key, "", "", events)
 }
 
 // Start is a stream's first Append: its first event also records the
-// upstream answering it (empty: none named), which a reader on another
-// instance gets in Batch.Upstream and shows its clients as the leader's
-// clients are shown it. Same round trip.
-func (s *Streams) Start(ctx context.Context, key, upstream string, events [][]byte) error {
-	return s.appendEvents(ctx, key, upstream, events)
+// upstream answering it and its provider (empty: none named), which a
+// reader on another instance gets in Batch.Upstream and Batch.Provider
+// and shows its clients as the leader's clients are shown them. Same
+// round trip.
+func (s *Streams) Start(ctx context.Context, key, upstream, provider string, events [][]byte) error {
+	return s.appendEvents(ctx, key, upstream, provider, events)
 }
 
-func (s *Streams) appendEvents(ctx context.Context, key, upstream string, events [][]byte) error {
+func (s *Streams) appendEvents(ctx context.Context, key, upstream, provider string, events [][]byte) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -97,6 +99,9 @@ func (s *Streams) appendEvents(ctx context.Context, key, upstream string, events
 			values := []any{fieldEvent, ev}
 			if i == 0 && upstream != "" {
 				values = append(values, fieldUpstream, upstream)
+			}
+			if i == 0 && provider != "" {
+				values = append(values, fieldProvider, provider)
 			}
 			p.XAdd(ctx, &redis.XAddArgs{Stream: key, MaxLen: s.opts.MaxLen, Approx: true, Values: values})
 		}
@@ -140,9 +145,10 @@ type Batch struct {
 	Err    error  // with Ended: nil for a clean end, else wraps ErrBroken
 	// Reason is, with Err, the text the leader's End wrote: its cause.
 	Reason string
-	// Upstream is what the leader's Start recorded, when this batch holds
-	// the stream's first event.
+	// Upstream and Provider are what the leader's Start recorded, when
+	// this batch holds the stream's first event.
 	Upstream string
+	Provider string
 }
 
 // Read returns the entries after id ("0" for the start), blocking up to
@@ -167,6 +173,9 @@ func (s *Streams) Read(ctx context.Context, key, after string, block time.Durati
 				b.Events = append(b.Events, []byte(v))
 				if u, ok := m.Values[fieldUpstream].(string); ok {
 					b.Upstream = u
+				}
+				if p, ok := m.Values[fieldProvider].(string); ok {
+					b.Provider = p
 				}
 				continue
 			}

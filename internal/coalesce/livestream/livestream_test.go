@@ -104,26 +104,27 @@ func TestLengthCap(t *testing.T) {
 	}
 }
 
-// Start's upstream travels with the first event only: a reader from the
-// start gets it, a reader joining after the first batch does not.
+// Start's upstream and provider travel with the first event only: a
+// reader from the start gets them, a reader joining after the first batch
+// does not.
 func TestStartRecordsTheUpstream(t *testing.T) {
 	srv := redistest.Start(t)
 	s := New(srv.Client(), Options{})
 	ctx := context.Background()
 	key := "corral:v1:{acme:u}:s"
-	if err := s.Start(ctx, key, "openai-b", [][]byte{[]byte("data: 0\n\n"), []byte("data: 1\n\n")}); err != nil {
+	if err := s.Start(ctx, key, "openai-b", "azure", [][]byte{[]byte("data: 0\n\n"), []byte("data: 1\n\n")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Append(ctx, key, [][]byte{[]byte("data: 2\n\n")}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := s.Read(ctx, key, "0", 10*time.Millisecond)
-	if err != nil || len(b.Events) != 3 || b.Upstream != "openai-b" || string(b.Events[0]) != "data: 0\n\n" {
-		t.Fatalf("Read from the start = %+v, %v; want 3 events from openai-b", b, err)
+	if err != nil || len(b.Events) != 3 || b.Upstream != "openai-b" || b.Provider != "azure" || string(b.Events[0]) != "data: 0\n\n" {
+		t.Fatalf("Read from the start = %+v, %v; want 3 events from openai-b, provider azure", b, err)
 	}
 	first, _ := srv.Client().XRange(ctx, key, "-", "+").Result()
 	later, err := s.Read(ctx, key, first[0].ID, 10*time.Millisecond)
-	if err != nil || len(later.Events) != 2 || later.Upstream != "" {
-		t.Errorf("Read after the first event = %+v, %v; want 2 events and no upstream", later, err)
+	if err != nil || len(later.Events) != 2 || later.Upstream != "" || later.Provider != "" {
+		t.Errorf("Read after the first event = %+v, %v; want 2 events and no upstream or provider", later, err)
 	}
 }

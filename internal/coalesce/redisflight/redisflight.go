@@ -148,9 +148,10 @@ type Streams struct{ s *livestream.Streams }
 
 var _ coalesce.Streams = (*Streams)(nil)
 
-// Start adds the first events and the upstream's name in one round trip.
-func (a *Streams) Start(ctx context.Context, key, upstream string, events [][]byte) error {
-	return a.s.Start(ctx, key, upstream, events)
+// Start adds the first events and the upstream's name and provider in
+// one round trip.
+func (a *Streams) Start(ctx context.Context, key string, origin coalesce.StreamOrigin, events [][]byte) error {
+	return a.s.Start(ctx, key, origin.Upstream, origin.Provider, events)
 }
 
 // Append adds events in one round trip.
@@ -174,7 +175,7 @@ func (a *Streams) End(ctx context.Context, key string, cause error) error {
 // shutdown (see End) has an error that is also coalesce.ErrShutdown.
 func (a *Streams) Read(ctx context.Context, key, after string, block time.Duration) (coalesce.StreamBatch, error) {
 	b, err := a.s.Read(ctx, key, after, block)
-	out := coalesce.StreamBatch{Events: b.Events, Next: b.Next, Ended: b.Ended, Err: b.Err, Upstream: b.Upstream}
+	out := coalesce.StreamBatch{Events: b.Events, Next: b.Next, Ended: b.Ended, Err: b.Err, Upstream: b.Upstream, Provider: b.Provider}
 	if b.Err != nil && b.Reason == coalesce.ErrShutdown.Error() {
 		out.Err = shutdownEnd{b.Err}
 	}

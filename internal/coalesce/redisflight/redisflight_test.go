@@ -26,7 +26,7 @@ func TestShutdownEndReadsAsShutdown(t *testing.T) {
 		{"upstream cut", errors.New("upstream: connection reset"), false},
 	} {
 		key := "corral:v1:{acme:" + tt.name + "}:s"
-		if err := s.Start(ctx, key, "openai", [][]byte{[]byte("data: 0\n\n")}); err != nil {
+		if err := s.Start(ctx, key, coalesce.StreamOrigin{Upstream: "openai", Provider: "openai"}, [][]byte{[]byte("data: 0\n\n")}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.End(ctx, key, tt.cause); err != nil {
@@ -47,8 +47,8 @@ func TestShutdownEndReadsAsShutdown(t *testing.T) {
 				t.Errorf("%s: error text %q; want %q", tt.name, b.Err, want)
 			}
 		}
-		if b.Upstream != "openai" {
-			t.Errorf("%s: upstream %q; want openai", tt.name, b.Upstream)
+		if b.Upstream != "openai" || b.Provider != "openai" {
+			t.Errorf("%s: upstream %q provider %q; want openai, openai", tt.name, b.Upstream, b.Provider)
 		}
 	}
 }

@@ -28,3 +28,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "corral.reservedEnv" -}}
 CORRAL_ADDR CORRAL_DATA_DIR CORRAL_TENANTS_FILE CORRAL_UPSTREAMS_FILE CORRAL_SHUTDOWN_TIMEOUT CORRAL_REDIS_URL CORRAL_REDIS_CLUSTER CORRAL_UPSTREAM_API_KEY CORRAL_ADMIN_TOKEN CORRAL_CONSOLE_SECURE_COOKIE
 {{- end -}}
+
+{{/* The pods' ServiceAccount: the chart's own when it makes one (named, or
+the full name), else the one named ("" = the namespace's default). */}}
+{{- define "corral.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "corral.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
