@@ -391,10 +391,16 @@ func newGateway(ctx context.Context, cfg config.Config, o gatewayOptions) (_ *ga
 		log.Warn("api tenants: store unreachable at start; serving the file's tenants until it answers", slog.String("error", err.Error()))
 	}
 	gw.closers = append(gw.closers, runOwned(mirror.Run), runOwned(func(ctx context.Context) { touchKeys(ctx, srv, log) }))
+	// With an upstreams file each upstream has its own line (logUpstreams)
+	// and CORRAL_UPSTREAM_URL is ignored: naming it here would mislead.
+	upstreamAttr := slog.String("upstream", redact.URL(cfg.UpstreamURL))
+	if cfg.UpstreamsFile != "" && !o.Demo {
+		upstreamAttr = slog.String("upstreams_file", cfg.UpstreamsFile)
+	}
 	log.Info("corral configured",
 		slog.String("mode", mode),
 		slog.Int("tenants", reg.Len()),
-		slog.String("upstream", redact.URL(cfg.UpstreamURL)),
+		upstreamAttr,
 		slog.Bool("demo", o.Demo))
 	return gw, nil
 }
