@@ -193,26 +193,34 @@ func TestPinnedSuccessDoesNotCloseTheCircuit(t *testing.T) {
 }
 
 // An upstream that refuses Corral's own credentials (401, 403) answers
-// each call with that status (the server makes it a 502), and its refusals
-// count toward the circuit as failures do: after FailuresToOpen of them it
-// takes no more calls until its open period is over.
+// each call with that status (the server makes it a 502). Refusals of one
+// tenant's calls alone never open the circuit (a model only that tenant
+// names may be what the account may not use); once two tenants' calls are
+// refused, they count as failures do and FailuresToOpen of them open it.
 func TestCredentialRefusalsOpenTheCircuit(t *testing.T) {
 	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
 		up := newSlowModel(t)
 		up.status.Store(int64(status))
 		var clock testClock
 		r, m := lone(t, up.srv.URL+"/v1", time.Second, &clock)
-		for i := range pool.FailuresToOpen {
-			resp, err := ask(r, "t", "hello")
+		for i := range 2 * pool.FailuresToOpen {
+			resp, err := ask(r, "offender", "hello")
 			if err != nil || resp.StatusCode != status {
 				t.Fatalf("%d: call %d: %v %v; want the upstream's %d as the answer", status, i, resp, err, status)
 			}
 		}
-		if got := m.State(clock.now()); got != pool.Open {
-			t.Fatalf("%d: after %d refusals the circuit is %v; want open", status, pool.FailuresToOpen, got)
+		if got := m.State(clock.now()); got != pool.Closed {
+			t.Fatalf("%d: after one tenant's %d refusals the circuit is %v; want closed", status, 2*pool.FailuresToOpen, got)
 		}
-		if _, err := ask(r, "t", "hello"); !errors.Is(err, ErrNoneAvailable) || up.calls.Load() != pool.FailuresToOpen {
-			t.Errorf("%d: with the circuit open: %v after %d calls; want ErrNoneAvailable and no call", status, err, up.calls.Load())
+		if resp, err := ask(r, "other", "hello"); err != nil || resp.StatusCode != status {
+			t.Fatalf("%d: another tenant's call: %v %v", status, resp, err)
+		}
+		if got := m.State(clock.now()); got != pool.Open {
+			t.Fatalf("%d: after two tenants' refusals the circuit is %v; want open", status, got)
+		}
+		calls := up.calls.Load()
+		if _, err := ask(r, "third", "hello"); !errors.Is(err, ErrNoneAvailable) || up.calls.Load() != calls {
+			t.Errorf("%d: with the circuit open: %v, %d more calls; want ErrNoneAvailable and no call", status, err, up.calls.Load()-calls)
 		}
 	}
 }

@@ -356,9 +356,9 @@ func (r *Router) judge(p *pool.Pool, m *pool.Member, c pool.Call, resp *http.Res
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		// Corral's own credentials for this upstream were refused (an
 		// expired cloud role, a revoked key): the answer (the client gets
-		// 502), and evidence against the upstream, whose circuit opens
-		// after enough of them as for any failure.
-		return record(pool.Failure, "auth_error")
+		// 502), and evidence against the upstream once it is not all one
+		// tenant's (pool.Refused).
+		return record(pool.Refused, "auth_error")
 	}
 	return record(pool.Success, "answer")
 }

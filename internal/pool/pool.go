@@ -171,6 +171,13 @@ const (
 	// Abandoned: the call ended for a reason that says nothing about the
 	// upstream (the client left); a probe slot is freed, nothing counted.
 	Abandoned
+	// Refused: the upstream refused Corral's credentials (401, 403). An
+	// expired role or a revoked key refuses every tenant's calls; one
+	// tenant naming a model Corral's account may not use (Bedrock's
+	// AccessDenied) refuses only that tenant's. So it counts as a timeout
+	// does: only once the run's refusals and timeouts are not all one
+	// tenant's, and one tenant cannot open a circuit every tenant shares.
+	Refused
 )
 
 // Pool is a set of members. It is immutable once built: a reload builds a
@@ -356,7 +363,7 @@ func (p *Pool) Record(m *Member, c Call) {
 		return
 	case Failure:
 		m.run.failures++
-	case Timeout:
+	case Timeout, Refused:
 		m.run.timedOut(c.Tenant)
 		if !m.run.mixed {
 			return

@@ -220,3 +220,38 @@ func Replace(resp *http.Response, body []byte) {
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	resp.Header.Del("Content-Encoding")
 }
+
+// SDKQuery is the part of a client's query string the clouds' runtime APIs
+// are sent: only beta, which anthropic-sdk-go's beta Messages calls add
+// (?beta=true) and carry to Bedrock and Vertex. Every other parameter is
+// dropped: Google reads userProject, quotaUser, key, access_token and alt
+// from a query (another project's billing or quota, another credential,
+// another stream framing), AWS its X-Amz-* query authentication, and no
+// client may set those for Corral's account.
+func SDKQuery(raw string) string {
+	out := ""
+	for p := range strings.SplitSeq(raw, "&") {
+		if k, _, _ := strings.Cut(p, "="); k == "beta" {
+			if out != "" {
+				out += "&"
+			}
+			out += p
+		}
+	}
+	return out
+}
+
+// PathSegment reports whether id can stand as one segment of a cloud's
+// path: not empty, not a dot segment (which a server would resolve to
+// the parent), no control characters.
+func PathSegment(id string) bool {
+	if id == "" || id == "." || id == ".." {
+		return false
+	}
+	for _, c := range id {
+		if c < ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

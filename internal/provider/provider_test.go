@@ -109,3 +109,23 @@ func TestReshape(t *testing.T) {
 		t.Errorf("a body parse does not recognise is kept: %d %s", resp.StatusCode, got)
 	}
 }
+
+func TestSDKQuery(t *testing.T) {
+	for give, want := range map[string]string{
+		"":                                     "",
+		"beta=true":                            "beta=true",
+		"userProject=other&beta=true&key=k":    "beta=true",
+		"quotaUser=x&alt=json&access_token=t":  "",
+		"X-Amz-Credential=a&X-Amz-Signature=b": "",
+		"betas=1":                              "",
+	} {
+		if got := SDKQuery(give); got != want {
+			t.Errorf("SDKQuery(%q) = %q; want %q", give, got, want)
+		}
+	}
+	for id, want := range map[string]bool{"gpt4o-prod": true, ".": false, "..": false, "": false, "a\nb": false, "a/b": true} {
+		if PathSegment(id) != want {
+			t.Errorf("PathSegment(%q) = %v", id, !want)
+		}
+	}
+}

@@ -44,6 +44,7 @@ var ownErrors = []struct {
 	{"errUnknownPath", errUnknownPath(httptest.NewRequest(http.MethodPost, "/messages", nil)), false},
 	{"errClientClosed", errClientClosed, false},
 	{"errNoUpstreamForModel", errNoUpstreamForModel, false},
+	{"errNotServed", errNotServed, false},
 	{"errInternal", errInternal, true},
 	{"errUpstreamAuth", errUpstreamAuth, true},
 	{"errUpstreamTimeout", errUpstreamTimeout, true},

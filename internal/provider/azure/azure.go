@@ -120,6 +120,10 @@ func (c *Client) Do(ctx context.Context, req upstream.Request) (*http.Response, 
 				return badRequest("you must provide a model parameter"), nil
 			}
 			dep := provider.ModelID(c.aliases, model)
+			if !provider.PathSegment(dep) {
+				// "." or ".." would climb out of /deployments/.
+				return badRequest("the model is not a deployment name"), nil
+			}
 			escaped := req.RawPath
 			if escaped == "" {
 				escaped = (&url.URL{Path: req.Path}).EscapedPath()

@@ -109,6 +109,14 @@ func TestClassicDeploymentInPath(t *testing.T) {
 	if cl := s.Calls()[2]; code != 200 || cl.Path != "/openai/files" || cl.RawQuery != "api-version=2024-10-21" {
 		t.Errorf("files = %d %s; call %s?%s", code, got, cl.Path, cl.RawQuery)
 	}
+	// A deployment that is a dot segment would climb out of /deployments/:
+	// Corral's 400, nothing sent.
+	for _, dep := range []string{"..", "."} {
+		code, _, got = do(t, c, upstream.Request{Path: "/chat/completions", Model: dep, Body: []byte(`{"model":"` + dep + `","messages":[]}`)})
+		if code != 400 || len(s.Calls()) != 3 {
+			t.Errorf("deployment %q = %d %s, %d calls; want 400 and no call", dep, code, got, len(s.Calls()))
+		}
+	}
 	// No model for a deployment-scoped call: Corral's 400, nothing sent.
 	code, _, got = do(t, c, upstream.Request{Path: "/chat/completions", Body: []byte(`{"messages":[]}`)})
 	if code != 400 || len(s.Calls()) != 3 || !strings.Contains(got, `"type":"invalid_request_error"`) {

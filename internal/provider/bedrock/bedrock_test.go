@@ -282,11 +282,12 @@ func TestModelPath(t *testing.T) {
 
 // TestQuerySigned: a client's query (anthropic-sdk-go's beta Messages
 // sends ?beta=true) goes on as the SDK's bedrock client sends it, inside
-// the signature.
+// the signature; any other parameter (AWS's query authentication among
+// them) never reaches Bedrock.
 func TestQuerySigned(t *testing.T) {
 	fake := bedrocktest.New(t, bedrocktest.Options{SessionToken: "tok-1"})
 	c := newClient(t, fake, provider.Anthropic, bedrocktest.DefaultSecretAccessKey)
-	resp, err := c.Do(t.Context(), upstream.Request{Method: "POST", Path: "/messages", RawQuery: "beta=true", Header: http.Header{}, Model: "claude-sonnet-4-5",
+	resp, err := c.Do(t.Context(), upstream.Request{Method: "POST", Path: "/messages", RawQuery: "X-Amz-Security-Token=x&beta=true&X-Amz-Expires=9", Header: http.Header{}, Model: "claude-sonnet-4-5",
 		Body: []byte(`{"model":"claude-sonnet-4-5","max_tokens":8,"messages":[{"role":"user","content":"x"}]}`)})
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ const DefaultAnthropicVersion = "bedrock-2023-05-31"
 // path, headers and body. stream says the answer is an event stream.
 func (c *Client) envelope(req upstream.Request, id string) (out upstream.Request, stream bool, err error) {
 	out = req
+	out.RawQuery = provider.SDKQuery(req.RawQuery)
 	out.Header = forwardable(req.Header)
 	out.Header.Set("Content-Type", "application/json")
 	if c.o.API == provider.OpenAI {
@@ -40,7 +41,7 @@ func (c *Client) envelope(req upstream.Request, id string) (out upstream.Request
 	if id == "" {
 		return out, false, errors.New("bedrock: missing required model parameter")
 	}
-	if id == "." || id == ".." {
+	if !provider.PathSegment(id) {
 		return out, false, errors.New("bedrock: model " + id + " is not a path segment")
 	}
 	op := "/invoke"

@@ -167,6 +167,10 @@ func (c *Client) envelope(req upstream.Request) (upstream.Request, string) {
 		if err == nil {
 			body, err = provider.Delete(body, "model")
 		}
+		if !provider.PathSegment(id) || strings.Contains(id, ":") {
+			// A ':' would start another method (":streamRawPredict:...").
+			return req, "model: not a Vertex AI model id"
+		}
 		specifier := ":rawPredict"
 		if provider.Field(body, "stream").Bool() {
 			specifier = ":streamRawPredict"
@@ -179,7 +183,8 @@ func (c *Client) envelope(req upstream.Request) (upstream.Request, string) {
 	if err != nil {
 		return req, "the request body is not a JSON object"
 	}
-	// The query passes as the SDK passes it (Beta.Messages' ?beta=true).
+	// Only the query the SDK sends passes (Beta.Messages' ?beta=true).
+	req.RawQuery = provider.SDKQuery(req.RawQuery)
 	req.Body, req.Header = body, h
 	return req, ""
 }

@@ -246,3 +246,27 @@ func TestCredentialsLater(t *testing.T) {
 		t.Fatalf("credentials in place: %d %s", a.status, a.body)
 	}
 }
+
+// Only the query anthropic-sdk-go sends (?beta=true) reaches Vertex:
+// Google's own query controls (another project's quota or billing, an API
+// key, the answer's framing) are the client's to set for nobody. A model
+// id with a ':' would name another method and is refused unsent.
+func TestQueryAndMethodFromTheClientNeverReachVertex(t *testing.T) {
+	s := vertextest.New(t, vertextest.Options{})
+	isolate(t, s.CredentialsFile)
+	claude := newClients(t, s, provider.Anthropic)[0]
+	body := `{"model":"claude-sonnet-4-5","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	resp, err := claude.Do(context.Background(), upstream.Request{Method: http.MethodPost, Path: "/messages",
+		RawQuery: "userProject=theirs&beta=true&key=k&alt=sse&quotaUser=q", Header: http.Header{}, Body: []byte(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := s.Requests()[0].Query; resp.StatusCode != 200 || got != "beta=true" {
+		t.Errorf("%d, query at Vertex %q; want beta=true only", resp.StatusCode, got)
+	}
+	a := do(t, claude, "/messages", nil, `{"model":"x:streamRawPredict","max_tokens":8,"messages":[]}`)
+	if a.status != 400 || len(s.Requests()) != 1 {
+		t.Errorf("model with ':' = %d %s, %d calls; want 400 and no call", a.status, a.body, len(s.Requests()))
+	}
+}
