@@ -27,6 +27,10 @@ const tokenTimeout = 30 * time.Second
 // request carries a token about to lapse.
 const maxEarly = 10 * time.Second
 
+// retryAfter is how long a token still in hand is used after its renewal
+// failed, before the next try.
+const retryAfter = 2 * time.Second
+
 // DefaultTokenSource is the process's Google application default
 // credentials (service-account or external-account JSON, workload
 // identity, the metadata server) for the cloud-platform scope, refreshed
@@ -101,7 +105,14 @@ func (c *tokenCache) token(ctx context.Context) (*oauth2.Token, error) {
 	tok, err := c.src.Token()
 	switch {
 	case err != nil && c.tok != nil && now.Before(c.tok.Expiry):
-		// The token in hand still holds; the next call tries again.
+		// The token in hand still holds: keep it, and try again after
+		// retryAfter (or at its expiry), not on every call in between, so
+		// a token endpoint that fails slowly costs one wait, not one per
+		// call.
+		c.renew = now.Add(retryAfter)
+		if c.tok.Expiry.Before(c.renew) {
+			c.renew = c.tok.Expiry
+		}
 		return c.tok, nil
 	case err != nil:
 		return nil, fmt.Errorf("vertex: token: %w", err)

@@ -146,3 +146,34 @@ func TestTokenOneFetch(t *testing.T) {
 		t.Errorf("%d tokens from %d fetches; want %d from 1", count, src.n, n)
 	}
 }
+
+// TestTokenRetryAfterFailedRenewal: once a renewal failed while the token
+// still holds, the calls in the next retryAfter use it without a fetch of
+// their own; the one after that tries again, and takes the new token.
+func TestTokenRetryAfterFailedRenewal(t *testing.T) {
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	src := &fakeSource{now: clk.now, life: time.Hour, calls: make(chan struct{}, 100)}
+	c := newTokenCache(func() (oauth2.TokenSource, error) { return src, nil }, clk.now)
+	if _, err := c.Token(); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(time.Hour - 5*time.Second) // due for renewal, 5 s left
+	src.mu.Lock()
+	src.err = errors.New("token endpoint down")
+	src.mu.Unlock()
+	for range 10 {
+		if got, err := c.Token(); err != nil || got.AccessToken != "t1" {
+			t.Fatalf("while renewal fails: %v %v; want t1", got, err)
+		}
+	}
+	if n := len(src.calls); n != 2 {
+		t.Errorf("%d fetches for 11 calls; want the first and one failed renewal", n)
+	}
+	src.mu.Lock()
+	src.err = nil
+	src.mu.Unlock()
+	clk.add(retryAfter)
+	if got, err := c.Token(); err != nil || got.AccessToken != "t2" || len(src.calls) != 3 {
+		t.Errorf("after retryAfter: %v %v, %d fetches; want t2 from a third fetch", got, err, len(src.calls))
+	}
+}
