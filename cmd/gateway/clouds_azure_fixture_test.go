@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -10,13 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/corralhq/corral/internal/logtest"
 	"github.com/corralhq/corral/internal/provider/azure/azuretest"
 	"github.com/corralhq/corral/internal/redistest"
 	"github.com/corralhq/corral/internal/tenant"
@@ -28,27 +24,9 @@ import (
 // certificate through SSL_CERT_FILE, as azidentity offers no other way
 // from the default chain), their logs captured to be scanned for secrets.
 
-// azureLog is a gateway process's captured output.
-type azureLog struct {
-	mu  sync.Mutex // protects buf
-	buf bytes.Buffer
-}
-
-func (l *azureLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *azureLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // startAzureGateway runs bin with env, its output captured at debug level
 // (the most a log ever says), and waits until it answers.
-func startAzureGateway(t *testing.T, bin string, env []string) (string, *azureLog, *exec.Cmd) {
+func startAzureGateway(t *testing.T, bin string, env []string) (string, *logtest.Buffer, *exec.Cmd) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -56,7 +34,7 @@ func startAzureGateway(t *testing.T, bin string, env []string) (string, *azureLo
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	logs := &azureLog{}
+	logs := &logtest.Buffer{}
 	cmd := exec.Command(bin)
 	cmd.Env = append(append(os.Environ(), env...), "CORRAL_ADDR="+addr, "CORRAL_LOG_LEVEL=debug")
 	cmd.Stdout, cmd.Stderr = logs, logs
@@ -88,7 +66,7 @@ type azureEnv struct {
 	fake  *azuretest.Server
 	redis *redistest.Server
 	env   []string
-	logs  []*azureLog
+	logs  []*logtest.Buffer
 	cmds  []*exec.Cmd
 	bases []string
 }
@@ -155,7 +133,7 @@ func (e *azureEnv) checkNoSecrets(t *testing.T, secrets ...string) {
 		}
 		places = append(places, "metrics\n"+string(m))
 	}
-	places = append(places, "redis\n"+azureRedisDump(t, e.redis.Client()))
+	places = append(places, "redis\n"+e.redis.Dump())
 	for _, c := range e.cmds {
 		_ = c.Process.Signal(syscall.SIGTERM)
 		_ = c.Wait() // the exit status of a stopped gateway says nothing here
@@ -175,43 +153,6 @@ func (e *azureEnv) checkNoSecrets(t *testing.T, secrets ...string) {
 			}
 		}
 	}
-}
-
-// azureRedisDump is every key of the server and its value, as text.
-func azureRedisDump(t *testing.T, c *redis.Client) string {
-	t.Helper()
-	ctx := context.Background()
-	var b strings.Builder
-	iter := c.Scan(ctx, 0, "*", 1000).Iterator()
-	for iter.Next(ctx) {
-		k := iter.Val()
-		b.WriteString(k + "\n")
-		switch c.Type(ctx, k).Val() {
-		case "string":
-			b.WriteString(c.Get(ctx, k).Val())
-		case "hash":
-			for f, v := range c.HGetAll(ctx, k).Val() {
-				b.WriteString(f + "=" + v + "\n")
-			}
-		case "list":
-			b.WriteString(strings.Join(c.LRange(ctx, k, 0, -1).Val(), "\n"))
-		case "set":
-			b.WriteString(strings.Join(c.SMembers(ctx, k).Val(), "\n"))
-		case "zset":
-			b.WriteString(strings.Join(c.ZRange(ctx, k, 0, -1).Val(), "\n"))
-		case "stream":
-			for _, m := range c.XRange(ctx, k, "-", "+").Val() {
-				for f, v := range m.Values {
-					b.WriteString(f + "=" + azureString(v) + "\n")
-				}
-			}
-		}
-		b.WriteString("\n")
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
 }
 
 func azureString(v any) string {

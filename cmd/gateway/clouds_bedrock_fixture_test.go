@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -48,14 +47,7 @@ type bedrockSetup struct {
 // its first delta until hold is closed.
 func startBedrock(t *testing.T) *bedrockSetup {
 	dir := t.TempDir()
-	t.Setenv("AWS_ACCESS_KEY_ID", bedrocktest.DefaultAccessKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", bedrocktest.DefaultSecretAccessKey)
-	t.Setenv("AWS_SESSION_TOKEN", bedrockSessionToken)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_CONFIG_FILE", writeFile(t, filepath.Join(dir, "aws-config"), ""))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", writeFile(t, filepath.Join(dir, "aws-credentials"), ""))
-	t.Setenv("AWS_PROFILE", "")
-	t.Setenv("AWS_REGION", "")
+	awsEnv(t, bedrockSessionToken)
 
 	s := &bedrockSetup{rs: redistest.Start(t), logs: &logtest.Buffer{}, hold: make(chan struct{})}
 	s.a = bedrocktest.New(t, bedrocktest.Options{SessionToken: bedrockSessionToken, Models: []string{bedrockProfile},
@@ -186,38 +178,3 @@ func bedrockLastData(body string) string {
 	return strings.TrimPrefix(lines[len(lines)-1], "data: ")
 }
 
-// bedrockRedisDump is every key and value in rs, as text.
-func bedrockRedisDump(t *testing.T, ctx context.Context, rs *redistest.Server) string {
-	t.Helper()
-	c := rs.Client()
-	var b strings.Builder
-	iter := c.Scan(ctx, 0, "*", 100).Iterator()
-	for iter.Next(ctx) {
-		k := iter.Val()
-		b.WriteString(k + "\n")
-		var v any
-		var err error
-		switch typ, _ := c.Type(ctx, k).Result(); typ {
-		case "string":
-			v, err = c.Get(ctx, k).Result()
-		case "hash":
-			v, err = c.HGetAll(ctx, k).Result()
-		case "list":
-			v, err = c.LRange(ctx, k, 0, -1).Result()
-		case "set":
-			v, err = c.SMembers(ctx, k).Result()
-		case "zset":
-			v, err = c.ZRangeWithScores(ctx, k, 0, -1).Result()
-		case "stream":
-			v, err = c.XRange(ctx, k, "-", "+").Result()
-		}
-		if err != nil {
-			t.Fatalf("redis %s: %v", k, err)
-		}
-		b.WriteString(strings.ReplaceAll(strings.TrimSpace(fmt.Sprint(v)), "\n", " ") + "\n")
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}

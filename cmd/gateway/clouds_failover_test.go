@@ -31,18 +31,9 @@ import (
 // cloud serves it.
 func TestFailoverAcrossClouds(t *testing.T) {
 	dir := t.TempDir()
-	// AWS's and Google's default chains read the process environment.
-	t.Setenv("AWS_ACCESS_KEY_ID", bedrocktest.DefaultAccessKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", bedrocktest.DefaultSecretAccessKey)
-	t.Setenv("AWS_SESSION_TOKEN", "")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_CONFIG_FILE", writeFile(t, filepath.Join(dir, "aws-config"), ""))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", writeFile(t, filepath.Join(dir, "aws-credentials"), ""))
-	t.Setenv("AWS_PROFILE", "")
+	awsEnv(t, "")
 	vx := vertextest.New(t, vertextest.Options{})
-	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", vx.CredentialsFile)
-	t.Setenv("CLOUDSDK_CONFIG", t.TempDir())
-	t.Setenv("GCE_METADATA_HOST", "127.0.0.1:1")
+	googleEnv(t, vx.CredentialsFile)
 
 	// Anthropic's API is down for every prompt.
 	var anthropicCalls atomic.Int64

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/corralhq/corral/internal/provider/bedrock/bedrocktest"
 	"github.com/corralhq/corral/internal/provider/vertex/vertextest"
 	"github.com/corralhq/corral/internal/tenant"
@@ -25,17 +23,9 @@ import (
 func TestNoCloudCredentialsInTraces(t *testing.T) {
 	dir := t.TempDir()
 	const session = "IQoJb3JpZ2luX2VjTracedSessionTokenForCorral=="
-	t.Setenv("AWS_ACCESS_KEY_ID", bedrocktest.DefaultAccessKeyID)
-	t.Setenv("AWS_SECRET_ACCESS_KEY", bedrocktest.DefaultSecretAccessKey)
-	t.Setenv("AWS_SESSION_TOKEN", session)
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_CONFIG_FILE", writeFile(t, filepath.Join(dir, "aws-config"), ""))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", writeFile(t, filepath.Join(dir, "aws-credentials"), ""))
-	t.Setenv("AWS_PROFILE", "")
+	awsEnv(t, session)
 	vx := vertextest.New(t, vertextest.Options{})
-	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", vx.CredentialsFile)
-	t.Setenv("CLOUDSDK_CONFIG", t.TempDir())
-	t.Setenv("GCE_METADATA_HOST", "127.0.0.1:1")
+	googleEnv(t, vx.CredentialsFile)
 	br := bedrocktest.New(t, bedrocktest.Options{SessionToken: session, Reply: func(c bedrocktest.Call) bedrocktest.Reply {
 		if strings.Contains(string(c.Body), "to vertex") {
 			return bedrocktest.Reply{Status: http.StatusServiceUnavailable, Error: "ServiceUnavailableException", Message: "Bedrock is unavailable."}
@@ -72,23 +62,11 @@ func TestNoCloudCredentialsInTraces(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	var all []byte
+	all, spans := drainSpans(t, got)
 	providers := map[string]bool{}
-	for len(got) > 0 {
-		req := <-got
-		b, err := proto.Marshal(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, b...)
-		for _, rs := range req.GetResourceSpans() {
-			for _, ss := range rs.GetScopeSpans() {
-				for _, sp := range ss.GetSpans() {
-					if p := attrMap(sp.GetAttributes())["gen_ai.provider.name"]; p != "" {
-						providers[p] = true
-					}
-				}
-			}
+	for _, sp := range spans {
+		if p := attrMap(sp.GetAttributes())["gen_ai.provider.name"]; p != "" {
+			providers[p] = true
 		}
 	}
 	if !providers["aws.bedrock"] || !providers["gcp.vertex_ai"] {

@@ -16,6 +16,7 @@ import (
 	"github.com/corralhq/corral/internal/tenant"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -48,6 +49,26 @@ func otlpReceiver(t *testing.T) (*httptest.Server, <-chan *coltracepb.ExportTrac
 	}))
 	t.Cleanup(srv.Close)
 	return srv, got
+}
+
+// drainSpans reads every export request received so far: their bytes as
+// sent, to scan for what no span may hold, and their spans.
+func drainSpans(t *testing.T, got <-chan *coltracepb.ExportTraceServiceRequest) (all []byte, spans []*tracepb.Span) {
+	t.Helper()
+	for len(got) > 0 {
+		req := <-got
+		b, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+		for _, rs := range req.GetResourceSpans() {
+			for _, ss := range rs.GetScopeSpans() {
+				spans = append(spans, ss.GetSpans()...)
+			}
+		}
+	}
+	return all, spans
 }
 
 func attrMap(kvs []*commonpb.KeyValue) map[string]string {
@@ -181,22 +202,8 @@ func TestNoSecretsInTraces(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	var all []byte
-	spans := 0
-	for len(got) > 0 {
-		req := <-got
-		b, err := proto.Marshal(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, b...)
-		for _, rs := range req.GetResourceSpans() {
-			for _, ss := range rs.GetScopeSpans() {
-				spans += len(ss.GetSpans())
-			}
-		}
-	}
-	if spans < 6 {
+	all, exported := drainSpans(t, got)
+	if spans := len(exported); spans < 6 {
 		t.Fatalf("%d spans exported; want one per request at least", spans)
 	}
 	for what, s := range map[string]string{"key": key, "key hash": tenant.HashKey(key), "key without prefix": strings.TrimPrefix(key, "sk-corral-"), "admin token": token} {

@@ -23,6 +23,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/corralhq/corral/internal/wire/anthropic"
 )
 
 // APIs a cloud upstream may serve, as the upstreams file names them.
@@ -135,7 +137,7 @@ func ErrorBody(api string, e CloudError) []byte {
 		Param   *string `json:"param"`
 		Code    *string `json:"code"`
 	}
-	d := detail{Message: e.Message, Type: openAIType(e.Status)}
+	d := detail{Message: e.Message, Type: OpenAIType(e.Status)}
 	if e.Code != "" {
 		d.Code = &e.Code
 	}
@@ -145,34 +147,26 @@ func ErrorBody(api string, e CloudError) []byte {
 	return b
 }
 
-// anthropicType is Anthropic's error type for status.
+// anthropicType is Anthropic's error type for status: what Anthropic's
+// own servers answer with (wire/anthropic's, which Corral's own errors
+// use), except where a cloud's status means what another of Anthropic's
+// types says (a 503 is Bedrock's or Google's "overloaded", a 408 a model
+// that ran out of time, a 422 a request the model cannot take).
 func anthropicType(status int) string {
 	switch status {
-	case http.StatusBadRequest, http.StatusUnprocessableEntity:
-		return "invalid_request_error"
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case http.StatusGatewayTimeout, http.StatusRequestTimeout:
-		return "timeout_error"
-	case 529, http.StatusServiceUnavailable:
+	case http.StatusServiceUnavailable:
 		return "overloaded_error"
-	}
-	if status < 500 {
+	case http.StatusRequestTimeout:
+		return "timeout_error"
+	case http.StatusUnprocessableEntity:
 		return "invalid_request_error"
 	}
-	return "api_error"
+	return anthropic.ErrorType(status)
 }
 
-// openAIType is OpenAI's error type for status.
-func openAIType(status int) string {
+// OpenAIType is OpenAI's error type for status, as OpenAI's servers
+// choose it.
+func OpenAIType(status int) string {
 	switch {
 	case status == http.StatusUnauthorized:
 		return "authentication_error"

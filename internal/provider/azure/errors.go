@@ -64,7 +64,7 @@ func openAIErrorBody(status int, body []byte) ([]byte, bool) {
 	if json.Unmarshal(body, &a) != nil {
 		return nil, false
 	}
-	d := openAIDetail{Type: openAIType(status)}
+	d := openAIDetail{Type: provider.OpenAIType(status)}
 	switch {
 	case a.Error != nil && a.Error.Message != "":
 		e := a.Error
@@ -96,21 +96,6 @@ func codeText(raw json.RawMessage) string {
 		return n.String()
 	}
 	return ""
-}
-
-// openAIType is OpenAI's error type for status.
-func openAIType(status int) string {
-	switch {
-	case status == http.StatusUnauthorized:
-		return "authentication_error"
-	case status == http.StatusForbidden:
-		return "permission_error"
-	case status == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case status >= 500:
-		return "server_error"
-	}
-	return "invalid_request_error"
 }
 
 // badRequest is a 400 in OpenAI's shape that Corral answers itself,
