@@ -54,15 +54,18 @@ func (c *Coalescer) call(ctx context.Context, req *Request, k keys, st *state, p
 	// Storing is detached from cancellation: the answer is whole and paid for.
 	sctx := context.WithoutCancel(ctx)
 	decision := negcache.Decide(resp.Status, body, resp.Changed)
-	if decision == negcache.StorePositive && !req.Format.Answer(req.Endpoint, body) {
+	var u wire.Usage
+	if decision == negcache.StorePositive {
 		// A 200 that is not the API's answer ({"error":...} from a proxy
 		// or a broken upstream) is a transient failure: passed through,
 		// nothing stored, and an entry kept for the stale windows stays.
-		decision = negcache.Pass
+		var answer bool
+		if answer, u = wire.AnswerUsage(req.Format, req.Endpoint, body); !answer {
+			decision = negcache.Pass
+		}
 	}
 	switch decision {
 	case negcache.StorePositive:
-		u := req.Format.Usage(body)
 		setUsage(e, u)
 		c.charge(sctx, req, u)
 		if resp.Finished != nil {

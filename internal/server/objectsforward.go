@@ -17,6 +17,7 @@ import (
 	"github.com/corralhq/corral/internal/objects"
 	"github.com/corralhq/corral/internal/tenant"
 	"github.com/corralhq/corral/internal/upstream"
+	"github.com/corralhq/corral/internal/wire"
 	"github.com/corralhq/corral/internal/wire/responses"
 )
 
@@ -145,8 +146,10 @@ func (s *Server) forwardObjects(w http.ResponseWriter, r *http.Request, t *tenan
 			upstream.CopyResponseHeader(w.Header(), resp.Header)
 			w.WriteHeader(resp.StatusCode)
 			_, _ = w.Write(body)
-			if o.usage != nil && resp.StatusCode == http.StatusOK && o.format.Answer(o.endpoint, body) {
-				o.usage(o.format.Usage(body))
+			if o.usage != nil && resp.StatusCode == http.StatusOK {
+				if ok, u := wire.AnswerUsage(o.format, o.endpoint, body); ok {
+					o.usage(u)
+				}
 			}
 			return
 		}

@@ -106,8 +106,10 @@ func (s *Server) relayWith(w http.ResponseWriter, r *http.Request, resp *http.Re
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	_, err := io.CopyBuffer(dst, onlyReader{resp.Body}, *bp)
-	if err == nil && tee != nil && !tee.over && o.format.Answer(o.endpoint, tee.buf) {
-		o.usage(o.format.Usage(tee.buf))
+	if err == nil && tee != nil && !tee.over {
+		if ok, u := wire.AnswerUsage(o.format, o.endpoint, tee.buf); ok {
+			o.usage(u)
+		}
 	}
 	if err != nil {
 		recordFrom(r.Context()).err = err.Error()

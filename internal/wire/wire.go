@@ -134,3 +134,25 @@ type Error struct {
 	Message string
 	Param   string // "" renders as null where the API has a param field
 }
+
+// AnswerUsager is a Format that reads a body's Answer and Usage in one
+// decode: every 200 an upstream answers with is checked and then has its
+// usage read, and the second full JSON decode was a tenth of the upstream
+// path's CPU.
+type AnswerUsager interface {
+	// AnswerUsage returns exactly what Answer(endpoint, body) and, when
+	// that is true, Usage(body) return (the zero Usage otherwise).
+	AnswerUsage(endpoint string, body []byte) (bool, Usage)
+}
+
+// AnswerUsage is f's Answer for body and, when it is one, its Usage, in
+// one decode when f is an AnswerUsager.
+func AnswerUsage(f Format, endpoint string, body []byte) (bool, Usage) {
+	if au, ok := f.(AnswerUsager); ok {
+		return au.AnswerUsage(endpoint, body)
+	}
+	if !f.Answer(endpoint, body) {
+		return false, Usage{}
+	}
+	return true, f.Usage(body)
+}
