@@ -177,4 +177,3 @@ func bedrockLastData(body string) string {
 	lines := strings.Split(strings.TrimSpace(body), "\n")
 	return strings.TrimPrefix(lines[len(lines)-1], "data: ")
 }
-
