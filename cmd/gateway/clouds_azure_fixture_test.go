@@ -96,22 +96,6 @@ func newAzureEnv(t *testing.T, bin string, rs *redistest.Server, fake *azuretest
 	return e
 }
 
-// post sends body to path on base as key and returns the status, the
-// headers and the body.
-func azurePost(t *testing.T, base, path, key, body string) (int, http.Header, string) {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
-}
-
 // checkNoSecrets scans every gateway's /metrics, every Redis key and
 // value and, once the gateways have shut down (their log lines are
 // written asynchronously, all of them by exit), every log line for the

@@ -67,7 +67,7 @@ func testAzureV1(t *testing.T, bin string, rs *redistest.Server) {
 	// as the client sent it, an odd number literal and an unknown field
 	// included.
 	body := `{"model":"gpt-4o-mini", "messages":[{"role":"user","content":"bytes as sent"}],"x_unknown":{"n":1.50e+00},"temperature":0.70}`
-	code, h, got := azurePost(t, e.bases[0], "/v1/chat/completions", "sk-az-a", body)
+	code, h, got := postAs(t, e.bases[0], "/v1/chat/completions", "sk-az-a", body)
 	if code != 200 || h.Get("X-Corral-Upstream") != "azure-v1" || !strings.Contains(got, `"model":"gpt-4o-2024-08-06"`) {
 		t.Fatalf("chat = %d %v %s", code, h, got)
 	}
@@ -132,7 +132,7 @@ func testAzureV1(t *testing.T, bin string, rs *redistest.Server) {
 	answers := make([]string, 30)
 	for i := range answers {
 		wg.Go(func() {
-			code, _, got := azurePost(t, e.bases[i%3], "/v1/chat/completions", "sk-az-a", azureChatBody("thirty as one", i%2 == 0))
+			code, _, got := postAs(t, e.bases[i%3], "/v1/chat/completions", "sk-az-a", azureChatBody("thirty as one", i%2 == 0))
 			if code != 200 {
 				t.Errorf("request %d = %d %s", i, code, got)
 			}
@@ -157,8 +157,8 @@ func testAzureV1(t *testing.T, bin string, rs *redistest.Server) {
 	}
 	// A stream's answer stored from Azure's chunks (the first has no id,
 	// model or choices) is a whole completion when a later request hits it.
-	azurePost(t, e.bases[0], "/v1/chat/completions", "sk-az-a", azureChatBody("streamed first", true))
-	code, h, got = azurePost(t, e.bases[1], "/v1/chat/completions", "sk-az-a", azureChatBody("streamed first", false))
+	postAs(t, e.bases[0], "/v1/chat/completions", "sk-az-a", azureChatBody("streamed first", true))
+	code, h, got = postAs(t, e.bases[1], "/v1/chat/completions", "sk-az-a", azureChatBody("streamed first", false))
 	var hit struct {
 		ID, Model string
 		Choices   []struct {
@@ -209,7 +209,7 @@ func azureSSEText(stream string) string {
 // testAzureErrors: Azure's errors reach the client in OpenAI's shape with
 // their status and retry headers.
 func testAzureErrors(t *testing.T, e *azureEnv) {
-	code, _, got := azurePost(t, e.bases[0], "/v1/chat/completions", "sk-az-a", `{"model":"ghost","messages":[{"role":"user","content":"x"}]}`)
+	code, _, got := postAs(t, e.bases[0], "/v1/chat/completions", "sk-az-a", `{"model":"ghost","messages":[{"role":"user","content":"x"}]}`)
 	var er struct {
 		Error struct {
 			Type, Code, Message string
@@ -219,7 +219,7 @@ func testAzureErrors(t *testing.T, e *azureEnv) {
 	if json.Unmarshal([]byte(got), &er) != nil || code != 404 || er.Error.Code != "DeploymentNotFound" || er.Error.Type != "invalid_request_error" {
 		t.Errorf("unknown deployment = %d %s", code, got)
 	}
-	code, _, got = azurePost(t, e.bases[1], "/v1/chat/completions", "sk-az-a", azureChatBody("FilterMe", false))
+	code, _, got = postAs(t, e.bases[1], "/v1/chat/completions", "sk-az-a", azureChatBody("FilterMe", false))
 	if json.Unmarshal([]byte(got), &er) != nil || code != 400 || er.Error.Code != "content_filter" || er.Error.Param == nil || *er.Error.Param != "prompt" ||
 		!strings.Contains(got, `"innererror":{"code":"ResponsibleAIPolicyViolation"`) {
 		t.Errorf("content filter = %d %s", code, got)
@@ -227,13 +227,13 @@ func testAzureErrors(t *testing.T, e *azureEnv) {
 	// Azure's 429 keeps its retry headers; with no other upstream to fail
 	// over to, the body is Corral's own (the server's rule for a rate
 	// limited upstream).
-	code, h, got := azurePost(t, e.bases[2], "/v1/chat/completions", "sk-az-a", azureChatBody("ThrottleMe", false))
+	code, h, got := postAs(t, e.bases[2], "/v1/chat/completions", "sk-az-a", azureChatBody("ThrottleMe", false))
 	if json.Unmarshal([]byte(got), &er) != nil || code != 429 || er.Error.Code != "rate_limit_exceeded" ||
 		h.Get("Retry-After") != "7" || h.Get("Retry-After-Ms") != "7000" {
 		t.Errorf("throttled = %d %v %s", code, h, got)
 	}
 	// Azure refusing Corral's key is Corral's 502, never the client's 401.
-	code, _, got = azurePost(t, e.bases[0], "/v1/chat/completions", "sk-az-a", `{"model":"badkey","messages":[{"role":"user","content":"x"}]}`)
+	code, _, got = postAs(t, e.bases[0], "/v1/chat/completions", "sk-az-a", `{"model":"badkey","messages":[{"role":"user","content":"x"}]}`)
 	if json.Unmarshal([]byte(got), &er) != nil || code != 502 || er.Error.Code != "upstream_auth_error" {
 		t.Errorf("refused key = %d %s", code, got)
 	}
@@ -279,7 +279,7 @@ func testAzureClassic(t *testing.T, bin string, rs *redistest.Server) {
 		"\n    api_version: \"2024-10-21\"\n    api_key_env: AZURE_TEST_KEY\n    aliases: {\"gpt-4o*\": gpt-4o}\n"
 	e := newAzureEnv(t, bin, rs, fake, up, 2)
 	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"classic"}],"x_unknown":1.50e+00}`
-	code, h, got := azurePost(t, e.bases[0], "/v1/chat/completions?trace=1", "sk-az-a", body)
+	code, h, got := postAs(t, e.bases[0], "/v1/chat/completions?trace=1", "sk-az-a", body)
 	if code != 200 || h.Get("X-Corral-Upstream") != "azure-classic" {
 		t.Fatalf("classic chat = %d %v %s", code, h, got)
 	}
@@ -308,7 +308,7 @@ func testAzureEntra(t *testing.T, bin string, rs *redistest.Server) {
 	e := newAzureEnv(t, bin, rs, fake, up, 2, fake.Env()...)
 	for i, b := range e.bases {
 		for j := range 3 {
-			code, _, got := azurePost(t, b, "/v1/chat/completions", "sk-az-a", azureChatBody("entra "+string(rune('a'+3*i+j)), j == 1))
+			code, _, got := postAs(t, b, "/v1/chat/completions", "sk-az-a", azureChatBody("entra "+string(rune('a'+3*i+j)), j == 1))
 			if code != 200 {
 				t.Fatalf("gateway %d request %d = %d %s\n%s", i, j, code, got, e.logs[i])
 			}
@@ -344,7 +344,7 @@ func testAzureEntraRefresh(t *testing.T, bin string, rs *redistest.Server) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d tokens after %d calls", fake.TokensIssued(), calls)
 		}
-		code, _, got := azurePost(t, e.bases[0], "/v1/embeddings", "sk-az-a", `{"model":"gpt-4o","input":"refresh `+strconv.Itoa(calls)+`"}`)
+		code, _, got := postAs(t, e.bases[0], "/v1/embeddings", "sk-az-a", `{"model":"gpt-4o","input":"refresh `+strconv.Itoa(calls)+`"}`)
 		calls++
 		if code != 200 {
 			t.Fatalf("call %d across token refreshes = %d %s", calls, code, got)
@@ -367,7 +367,7 @@ func testAzureEntraRefused(t *testing.T, bin string, rs *redistest.Server) {
 	// Only the environment's credential: the managed identity's probe of
 	// a metadata endpoint that is not there would only slow the test.
 	e := newAzureEnv(t, bin, rs, fake, up, 1, append(fake.Env(), "AZURE_CLIENT_SECRET="+wrong, "AZURE_TOKEN_CREDENTIALS=EnvironmentCredential")...)
-	code, _, got := azurePost(t, e.bases[0], "/v1/chat/completions", "sk-az-a", azureChatBody("no token", false))
+	code, _, got := postAs(t, e.bases[0], "/v1/chat/completions", "sk-az-a", azureChatBody("no token", false))
 	var er struct{ Error struct{ Code string } }
 	if json.Unmarshal([]byte(got), &er) != nil || code != 502 || er.Error.Code != "upstream_error" {
 		t.Errorf("call without a token = %d %s", code, got)

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/corralhq/corral/internal/provider/bedrock/bedrocktest"
@@ -38,4 +41,20 @@ func googleEnv(t *testing.T, creds string) {
 	}
 	t.Setenv("CLOUDSDK_CONFIG", t.TempDir())
 	t.Setenv("GCE_METADATA_HOST", "127.0.0.1:1") // never the real metadata server
+}
+
+// postAs sends the JSON body to path on base with the tenant key key and returns the status, the
+// headers and the body.
+func postAs(t *testing.T, base, path, key, body string) (int, http.Header, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
 }

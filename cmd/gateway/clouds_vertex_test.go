@@ -83,21 +83,6 @@ func vertexClaudeParams(text string) anthropic.MessageNewParams {
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(text))}}
 }
 
-// vertexPost sends body to base+path as tenant acme and returns the answer.
-func vertexPost(t *testing.T, base, path, body string) (int, http.Header, string) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer sk-vertex")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
-}
-
 // TestVertexThroughCorral: Claude on Vertex and Vertex's OpenAI-compatible
 // endpoint through three Corral instances, read by the official SDKs;
 // bodies arrive byte for byte; a burst over the instances is one call; no
@@ -204,7 +189,7 @@ func TestVertexThroughCorral(t *testing.T) {
 
 	t.Run("bodies arrive byte for byte", func(t *testing.T) {
 		msgs := `"x_odd":1.50e+00,"messages":[{"role":"user","content":[{"type":"text","text":"bytes","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]`
-		code, _, body := vertexPost(t, c.bases[1], "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":64,`+msgs+`}`)
+		code, _, body := postAs(t, c.bases[1], "/v1/messages", "sk-vertex", `{"model":"claude-sonnet-4-5","max_tokens":64,`+msgs+`}`)
 		seen = append(seen, body)
 		if code != 200 {
 			t.Fatalf("%d %s", code, body)
@@ -212,7 +197,7 @@ func TestVertexThroughCorral(t *testing.T) {
 		if got, want := string(last().Body), `{"max_tokens":64,`+msgs+`,"anthropic_version":"vertex-2023-10-16"}`; got != want {
 			t.Errorf("Vertex got\n %s\nwant\n %s", got, want)
 		}
-		code, _, body = vertexPost(t, c.bases[2], "/v1/chat/completions", `{"model":"gemini-2.0-flash",`+msgs+`}`)
+		code, _, body = postAs(t, c.bases[2], "/v1/chat/completions", "sk-vertex", `{"model":"gemini-2.0-flash",`+msgs+`}`)
 		seen = append(seen, body)
 		if code != 200 {
 			t.Fatalf("%d %s", code, body)
@@ -230,7 +215,7 @@ func TestVertexThroughCorral(t *testing.T) {
 		before := c.fake.Calls()
 		const n = 30
 		codes := startBurst(n, func(i int) int {
-			code, _, _ := vertexPost(t, c.bases[i%3], "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"burst"}]}`)
+			code, _, _ := postAs(t, c.bases[i%3], "/v1/messages", "sk-vertex", `{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"burst"}]}`)
 			return code
 		})
 		select { // the leader's call is at Vertex; every other request waits on it or finds its answer

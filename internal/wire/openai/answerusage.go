@@ -7,8 +7,8 @@ import (
 )
 
 // jsonKind keeps only the first byte of a JSON value ('[', '{', '"', 'n'
-// for null, ...): all Answer needs of choices, data and error, without the
-// copy a json.RawMessage makes.
+// for null, 0 when absent): all Answer needs of choices, data and error,
+// without the copy a json.RawMessage makes.
 type jsonKind byte
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -25,52 +25,17 @@ func (k *jsonKind) UnmarshalJSON(b []byte) error {
 // leaves Answer's verdict as Answer's own decode would have.
 func (Format) AnswerUsage(endpoint string, body []byte) (bool, wire.Usage) {
 	var v struct {
-		Object  *string         `json:"object"`
-		Choices jsonKind        `json:"choices"`
-		Data    jsonKind        `json:"data"`
-		Error   jsonKind        `json:"error"`
-		Model   json.RawMessage `json:"model"`
-		Usage   json.RawMessage `json:"usage"`
+		answerFields
+		Model json.RawMessage `json:"model"`
+		Usage json.RawMessage `json:"usage"`
 	}
-	if json.Unmarshal(body, &v) != nil || (v.Error != 0 && v.Error != 'n') {
+	if json.Unmarshal(body, &v) != nil || !v.is(endpoint) {
 		return false, wire.Usage{}
 	}
-	object, list := "chat.completion", v.Choices
-	switch endpoint {
-	case CompletionsPath:
-		object = "text_completion"
-	case EmbeddingsPath:
-		object, list = "list", v.Data
+	var model string
+	var u usageFields
+	if len(v.Usage) == 0 || (len(v.Model) > 0 && json.Unmarshal(v.Model, &model) != nil) || json.Unmarshal(v.Usage, &u) != nil {
+		return true, wire.Usage{} // as Usage's own decode fails or finds none
 	}
-	if list != '[' || (v.Object != nil && *v.Object != object) {
-		return false, wire.Usage{}
-	}
-	if len(v.Usage) == 0 {
-		return true, wire.Usage{}
-	}
-	return true, usageOf(v.Model, v.Usage)
-}
-
-// usageOf is Usage of a body whose model and usage members are model and
-// usage (raw; model may be absent).
-func usageOf(model, usage json.RawMessage) wire.Usage {
-	var v struct {
-		PromptTokens        *wire.Count `json:"prompt_tokens"`
-		CompletionTokens    wire.Count  `json:"completion_tokens"`
-		PromptTokensDetails *struct {
-			CachedTokens wire.Count `json:"cached_tokens"`
-		} `json:"prompt_tokens_details"`
-	}
-	var m string
-	if len(model) > 0 && json.Unmarshal(model, &m) != nil {
-		return wire.Usage{}
-	}
-	if json.Unmarshal(usage, &v) != nil || v.PromptTokens == nil {
-		return wire.Usage{}
-	}
-	u := wire.Usage{Prompt: int(*v.PromptTokens), Completion: int(v.CompletionTokens), Model: m, Known: true}
-	if d := v.PromptTokensDetails; d != nil {
-		u.Cached = int(d.CachedTokens)
-	}
-	return u.Checked()
+	return true, u.usage(model)
 }

@@ -165,20 +165,32 @@ func (s *streamAssembler) Finish() ([]byte, wire.Usage, error) {
 // disbelieves, is unread.
 func (Format) Usage(body []byte) wire.Usage {
 	var v struct {
-		Model string `json:"model"`
-		Usage *struct {
-			PromptTokens        *wire.Count `json:"prompt_tokens"`
-			CompletionTokens    wire.Count  `json:"completion_tokens"`
-			PromptTokensDetails *struct {
-				CachedTokens wire.Count `json:"cached_tokens"`
-			} `json:"prompt_tokens_details"`
-		} `json:"usage"`
+		Model string       `json:"model"`
+		Usage *usageFields `json:"usage"`
 	}
-	if json.Unmarshal(body, &v) != nil || v.Usage == nil || v.Usage.PromptTokens == nil {
+	if json.Unmarshal(body, &v) != nil || v.Usage == nil {
 		return wire.Usage{}
 	}
-	u := wire.Usage{Prompt: int(*v.Usage.PromptTokens), Completion: int(v.Usage.CompletionTokens), Model: v.Model, Known: true}
-	if d := v.Usage.PromptTokensDetails; d != nil {
+	return v.Usage.usage(v.Model)
+}
+
+// usageFields are the members of a usage object Usage reads.
+type usageFields struct {
+	PromptTokens        *wire.Count `json:"prompt_tokens"`
+	CompletionTokens    wire.Count  `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens wire.Count `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// usage is the wire.Usage of an answer by model with these figures
+// (unknown without prompt_tokens).
+func (v *usageFields) usage(model string) wire.Usage {
+	if v.PromptTokens == nil {
+		return wire.Usage{}
+	}
+	u := wire.Usage{Prompt: int(*v.PromptTokens), Completion: int(v.CompletionTokens), Model: model, Known: true}
+	if d := v.PromptTokensDetails; d != nil {
 		u.Cached = int(d.CachedTokens)
 	}
 	return u.Checked()
@@ -252,13 +264,21 @@ func (Format) Sequence([]byte) (int64, bool) { return 0, false }
 // list with a data array; an object member, when present, must name that
 // object, and an error member must be absent or null.
 func (Format) Answer(endpoint string, body []byte) bool {
-	var v struct {
-		Object  *string         `json:"object"`
-		Choices json.RawMessage `json:"choices"`
-		Data    json.RawMessage `json:"data"`
-		Error   json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(body, &v) != nil || !isNull(v.Error) {
+	var v answerFields
+	return json.Unmarshal(body, &v) == nil && v.is(endpoint)
+}
+
+// answerFields are the members Answer reads of a body.
+type answerFields struct {
+	Object  *string  `json:"object"`
+	Choices jsonKind `json:"choices"`
+	Data    jsonKind `json:"data"`
+	Error   jsonKind `json:"error"`
+}
+
+// is reports whether a body with these members is endpoint's answer.
+func (v *answerFields) is(endpoint string) bool {
+	if v.Error != 0 && v.Error != 'n' { // present and not null
 		return false
 	}
 	object, list := "chat.completion", v.Choices
@@ -268,8 +288,5 @@ func (Format) Answer(endpoint string, body []byte) bool {
 	case EmbeddingsPath:
 		object, list = "list", v.Data
 	}
-	return isArray(list) && (v.Object == nil || *v.Object == object)
+	return list == '[' && (v.Object == nil || *v.Object == object)
 }
-
-// isArray reports whether raw is a JSON array.
-func isArray(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '[' }
